@@ -1,0 +1,1 @@
+"""Developer tooling for the local stack and the tests (not deployed)."""

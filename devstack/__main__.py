@@ -1,0 +1,46 @@
+"""`python -m devstack` — serve the lease API locally until Ctrl-C / SIGTERM (what `make run` does)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from pathlib import Path
+
+from devstack.stack import STATE_DIR, LocalStack
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the local stack in the foreground."""
+    parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument(
+        "--ttl-lag",
+        type=float,
+        default=float(os.environ.get("LOCAL_TTL_LAG_SECONDS", "10")),
+        help="seconds past its TTL before the emulated TTL process deletes an item (AWS: up to days)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(os.environ.get("DEVSTACK_STATE_DIR", str(STATE_DIR))),
+        help="where the generated secret, the dev Docker host and stream failures live (default .local/)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[devstack] %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request access log
+    stack = LocalStack(port=args.port, ttl_lag_seconds=args.ttl_lag, state_dir=args.state_dir)
+    stack.start()
+    try:
+        stack.wait()
+    finally:
+        print("[devstack] stopping ...", file=sys.stderr, flush=True)
+        stack.stop()
+        print("[devstack] stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

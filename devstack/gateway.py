@@ -1,0 +1,222 @@
+"""A local API Gateway HTTP API: routes from the template, payload 2.0 events, the Lambda authorizer.
+
+It answers the way API Gateway does: 404 `{"message":"Not Found"}` for an unknown route, 401
+`{"message":"Unauthorized"}` when the identity header is missing, 403 `{"message":"Forbidden"}`
+when the authorizer says no, 500 `{"message":"Internal Server Error"}` on a function error and
+503 `{"message":"Service Unavailable"}` on a timeout.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from devstack.lambdas import FunctionError, LocalLambda
+from devstack.template import RouteSpec, SamTemplate
+
+MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+_TEXT_TYPES = ("text/", "json", "xml", "javascript", "x-www-form-urlencoded")
+
+
+class _AuthorizerCache:
+    """Authorizer results cached by identity source, for the template's ReauthorizeEvery."""
+
+    def __init__(self, ttl_seconds: int) -> None:
+        self._ttl = ttl_seconds
+        self._results: dict[tuple[str, ...], tuple[float, bool, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> tuple[bool, dict[str, Any]] | None:
+        with self._lock:
+            cached = self._results.get(key)
+            if cached is None or cached[0] < time.monotonic():
+                return None
+            return cached[1], cached[2]
+
+    def put(self, key: tuple[str, ...], allowed: bool, context: dict[str, Any]) -> None:
+        if self._ttl > 0:
+            with self._lock:
+                self._results[key] = (time.monotonic() + self._ttl, allowed, context)
+
+
+class LocalHttpApi(ThreadingHTTPServer):
+    """The HTTP API on a loopback port."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], template: SamTemplate, lambdas: LocalLambda) -> None:
+        super().__init__(address, _Handler)
+        self.template = template
+        self.lambdas = lambdas
+        ttl = template.authorizer.ttl_seconds if template.authorizer else 0
+        self.authorizer_cache = _AuthorizerCache(ttl)
+        self.api_id = "local"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: LocalHttpApi
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def do_PUT(self) -> None:
+        self._serve()
+
+    def do_PATCH(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # the functions' own logs are the access log
+
+    def _serve(self) -> None:
+        request_id = base64.b64encode(secrets.token_bytes(12)).decode()[:15] + "="
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_PAYLOAD_BYTES:
+            self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"message": "Request Entity Too Large"}, request_id)
+            return
+        body = self.rfile.read(length) if length else b""
+        url = urlsplit(self.path)
+        found = self.server.template.route_for(self.command, url.path)
+        if found is None:
+            self._send(HTTPStatus.NOT_FOUND, {"message": "Not Found"}, request_id)
+            return
+        route, path_parameters = found
+        event = self._event(route, path_parameters, url.path, url.query, body, request_id)
+        if route.authorized:
+            refusal = self._authorize(event)
+            if refusal is not None:
+                self._send(refusal[0], refusal[1], request_id)
+                return
+        try:
+            result = self.server.lambdas.invoke(route.function, event, request_id)
+        except FunctionError as error:
+            if error.kind == "timeout":
+                self._send(HTTPStatus.SERVICE_UNAVAILABLE, {"message": "Service Unavailable"}, request_id)
+            else:
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"}, request_id)
+            return
+        self._send_lambda_result(result, request_id)
+
+    def _event(
+        self, route: RouteSpec, path_parameters: dict[str, str], path: str, query: str, body: bytes, request_id: str
+    ) -> dict[str, Any]:
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
+        query_parameters: dict[str, str] = {}
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            query_parameters[name] = f"{query_parameters[name]},{value}" if name in query_parameters else value
+        now = datetime.now(UTC)
+        event: dict[str, Any] = {
+            "version": "2.0",
+            "routeKey": route.route_key,
+            "rawPath": path,
+            "rawQueryString": query,
+            "headers": headers,
+            "requestContext": {
+                "accountId": "000000000000",
+                "apiId": self.server.api_id,
+                "domainName": headers.get("host", "127.0.0.1"),
+                "domainPrefix": "127",
+                "http": {
+                    "method": self.command,
+                    "path": path,
+                    "protocol": self.request_version,
+                    "sourceIp": self.client_address[0],
+                    "userAgent": headers.get("user-agent", ""),
+                },
+                "requestId": request_id,
+                "routeKey": route.route_key,
+                "stage": "$default",
+                "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+                "timeEpoch": int(now.timestamp() * 1000),
+            },
+            "isBase64Encoded": False,
+        }
+        if query_parameters:
+            event["queryStringParameters"] = query_parameters
+        if path_parameters:
+            event["pathParameters"] = path_parameters
+        if body:
+            content_type = headers.get("content-type", "").lower()
+            try:
+                if not any(kind in content_type for kind in _TEXT_TYPES):
+                    raise UnicodeDecodeError("utf-8", body, 0, 0, "binary content type")
+                event["body"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                event["body"] = base64.b64encode(body).decode()
+                event["isBase64Encoded"] = True
+        return event
+
+    def _authorize(self, event: dict[str, Any]) -> tuple[HTTPStatus, dict[str, str]] | None:
+        spec = self.server.template.authorizer
+        if spec is None:
+            return None
+        identity = tuple(event["headers"].get(name.lower(), "") for name in spec.identity_headers)
+        if not all(identity):
+            return HTTPStatus.UNAUTHORIZED, {"message": "Unauthorized"}
+        cached = self.server.authorizer_cache.get(identity)
+        if cached is None:
+            authorizer_event = {
+                **{key: value for key, value in event.items() if key not in ("body", "isBase64Encoded")},
+                "type": "REQUEST",
+                "routeArn": f"arn:aws:execute-api:us-east-1:000000000000:local/$default/{event['routeKey'].replace(' ', '')}",
+                "identitySource": list(identity),
+            }
+            try:
+                result = self.server.lambdas.invoke(spec.function, authorizer_event)
+            except FunctionError:
+                return HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"}
+            allowed = bool(isinstance(result, dict) and result.get("isAuthorized") is True)
+            context = result.get("context") or {} if isinstance(result, dict) else {}
+            self.server.authorizer_cache.put(identity, allowed, context)
+            cached = (allowed, context)
+        allowed, context = cached
+        if not allowed:
+            return HTTPStatus.FORBIDDEN, {"message": "Forbidden"}
+        event["requestContext"]["authorizer"] = {"lambda": context}
+        return None
+
+    def _send_lambda_result(self, result: Any, request_id: str) -> None:
+        # Payload 2.0: a result without statusCode is taken as a 200 JSON body, as API Gateway does.
+        if not (isinstance(result, dict) and "statusCode" in result):
+            self._send(HTTPStatus.OK, result, request_id)
+            return
+        body = result.get("body") or ""
+        raw = base64.b64decode(body) if result.get("isBase64Encoded") else str(body).encode()
+        self.send_response(int(result["statusCode"]))
+        headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+        for name, value in headers.items():
+            self.send_header(name, value)
+        for cookie in result.get("cookies") or []:
+            self.send_header("Set-Cookie", cookie)
+        self.send_header("apigw-requestid", request_id)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _send(self, status: int, body: Any, request_id: str) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("apigw-requestid", request_id)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)

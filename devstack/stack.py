@@ -1,0 +1,249 @@
+"""`make run`: every moving part of the deployed system, on loopback, in one foreground process.
+
+API Gateway (routes and authorizer from template.yaml) → Lambda environments (one pool per
+function) → moto's DynamoDB (table from the template) with TTL and the stream emulated → the
+stream handler, the scheduled sweep and the reconciler → a real Docker host over mutual TLS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
+from devstack.gateway import LocalHttpApi
+from devstack.lambdas import FunctionError, LocalLambda
+from devstack.schedules import Schedule
+from devstack.streams import StreamMapping
+from devstack.template import REPO, SamTemplate
+from devstack.ttl import TtlEmulator
+
+log = logging.getLogger("devstack")
+
+STATE_DIR = REPO / ".local"
+DEFAULT_TABLE = "openalice-scheduler-leases"
+# Which environment variable sets each scheduled function's local period (the template's rate
+# expressions are for AWS; locally they are seconds so tests and demos need not wait minutes).
+SCHEDULE_INTERVALS = {
+    "SweepExpiredFunction": ("SWEEP_INTERVAL_SECONDS", 60.0),
+    "ReconcileWorkersFunction": ("RECONCILE_INTERVAL_SECONDS", 300.0),
+}
+# CA-bundle variables that make `requests` distrust a private CA; the driver ignores them itself,
+# but the functions' other HTTP clients have no business with them on loopback either.
+_CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def _progress(message: str) -> None:
+    print(f"[devstack] {message}", file=sys.stderr, flush=True)
+
+
+def internal_secret(state_dir: Path) -> tuple[str, Path | None]:
+    """INTERNAL_SECRET from the environment, else a generated one kept with mode 0600 under .local/."""
+    if os.environ.get("INTERNAL_SECRET"):
+        return os.environ["INTERNAL_SECRET"], None
+    path = state_dir / "internal-secret"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+    path.chmod(0o600)
+    return path.read_text().strip(), path
+
+
+@dataclass
+class DockerTarget:
+    """The Docker host the functions provision on, and how the stack got it."""
+
+    environment: dict[str, str]
+    started: Any = None  # a TlsDockerHost this stack started and must stop
+
+
+def docker_target(state_dir: Path) -> DockerTarget:
+    """The configured Docker host; else a local engine that answers; else a loopback TLS dev host.
+
+    Without RENDERER_IMAGE/ANIM_IMAGE the busybox dev worker image is imported on the chosen host.
+    """
+    if os.environ.get("DOCKER_HOST"):
+        _progress(f"Docker host from the environment: {os.environ['DOCKER_HOST']}")
+        target = DockerTarget({})
+    elif _local_engine_answers():
+        _progress(f"using the local Docker engine at {_LOCAL_ENGINE}")
+        target = DockerTarget({"DOCKER_HOST": _LOCAL_ENGINE})
+    else:
+        from devstack.docker_host import start_tls_docker_host
+
+        host = start_tls_docker_host(state_dir / "docker")
+        target = DockerTarget(host.env(), started=None if host.reused else host)
+    if not (os.environ.get("RENDERER_IMAGE") and os.environ.get("ANIM_IMAGE")):
+        _ensure_dev_images({**os.environ, **target.environment})
+    return target
+
+
+_LOCAL_ENGINE = "unix:///var/run/docker.sock"
+
+
+def _local_engine_answers() -> bool:
+    if not Path(_LOCAL_ENGINE.removeprefix("unix://")).exists():
+        return False
+    try:
+        import docker
+
+        docker.DockerClient(base_url=_LOCAL_ENGINE, timeout=3).ping()
+        return True
+    except Exception as error:  # noqa: BLE001 - any failure means "no local engine answers"
+        _progress(f"local Docker engine not answering ({type(error).__name__}); starting a dev host")
+        return False
+
+
+def _ensure_dev_images(environment: dict[str, str]) -> None:
+    import docker
+
+    from devstack.docker_host import WORKER_IMAGES, ensure_worker_images
+
+    client = docker.DockerClient(
+        **docker.utils.kwargs_from_env(environment=environment), version="1.41", timeout=60
+    )
+    client.api.trust_env = False  # the CA-bundle variables must not replace the host's own CA
+    try:
+        images = ensure_worker_images(client)
+    except Exception as error:  # noqa: BLE001 - an unreachable host is the service's problem to report
+        images = dict(WORKER_IMAGES)
+        _progress(f"could not prepare worker images on the Docker host ({type(error).__name__}); serving anyway")
+    finally:
+        client.close()
+    os.environ.setdefault("RENDERER_IMAGE", images["renderer"])
+    os.environ.setdefault("ANIM_IMAGE", images["anim"])
+    _progress(f"worker images: {images['renderer']}, {images['anim']}")
+
+
+@dataclass
+class LocalStack:
+    """The running local stack."""
+
+    port: int
+    state_dir: Path = STATE_DIR
+    table_name: str = DEFAULT_TABLE
+    ttl_lag_seconds: float = 0.0
+    template: SamTemplate = field(default_factory=SamTemplate.load)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _cleanups: list[Any] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Start every part; raises (after cleaning up) if a function refuses to initialise."""
+        started = time.monotonic()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        _progress(f"ready in {time.monotonic() - started:.1f} s: http://127.0.0.1:{self.port}")
+
+    def _start(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        secret, secret_path = internal_secret(self.state_dir)
+        if secret_path:
+            _progress(f"INTERNAL_SECRET not set; generated one in {secret_path} (mode 0600)")
+        database = EmbeddedDynamoDB.start()
+        self._cleanups.append(database.stop)
+        _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
+        client = database.client()
+        table_id, definition = next(iter(self.template.tables.items()))
+        stream_arn = create_table(client, self.table_name, definition)
+        _progress(f"table {self.table_name} created from template resource {table_id}")
+
+        target = docker_target(self.state_dir)
+        if target.started is not None:
+            self._cleanups.append(target.started.stop)
+        environment = {
+            **{key: value for key, value in os.environ.items() if key not in _CA_BUNDLE_VARIABLES},
+            **FAKE_CREDENTIALS,
+            **target.environment,
+            "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
+            "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
+            "LEASES_TABLE": self.table_name,
+            "INTERNAL_SECRET": secret,
+            "DOCKER_NETWORK": os.environ.get("DOCKER_NETWORK", "none"),
+            "POWERTOOLS_METRICS_NAMESPACE": "OpenAliceScheduler",
+            "POWERTOOLS_SERVICE_NAME": "openalice-scheduler",
+        }
+        self._write_env_file(environment)
+        lambdas = LocalLambda(self.template.functions, environment)
+        self._cleanups.append(lambdas.stop)
+        for function in ("AuthorizerFunction", "AcquireLeaseFunction"):
+            try:
+                lambdas.pools[function].warm()
+            except FunctionError as error:
+                raise SystemExit(f"[devstack] {function} refused to start: {error.payload.get('errorMessage')}") from error
+
+        ttl_definition = definition.get("TimeToLiveSpecification", {})
+        ttl = TtlEmulator(client, self.table_name, "lease_id", ttl_definition.get("AttributeName", "ttl"), self.ttl_lag_seconds)
+        self._every(1.0, ttl.run_once, "ttl")
+        for mapping in self.template.stream_mappings:
+            if stream_arn is None:
+                continue
+            poller = StreamMapping(
+                database.client("dynamodbstreams"), stream_arn, mapping, lambdas, ttl, self.state_dir / "stream-failures"
+            )
+            self._thread(poller.run, f"stream:{mapping.function}")
+        for schedule in self.template.schedules:
+            variable, default = SCHEDULE_INTERVALS.get(schedule.function, ("", 60.0))
+            interval = float(os.environ.get(variable) or default)
+            _progress(f"schedule: {schedule.function} every {interval:g} s ({variable})")
+            self._thread(Schedule(lambdas, schedule.function, interval).run, f"schedule:{schedule.function}")
+
+        api = LocalHttpApi(("127.0.0.1", self.port), self.template, lambdas)
+        self._cleanups.append(api.server_close)
+        self._cleanups.append(api.shutdown)
+        threading.Thread(target=api.serve_forever, name="http-api", daemon=True).start()
+        for route in self.template.routes:
+            _progress(f"route {route.route_key:<32} → {route.function}{'' if route.authorized else ' (no auth)'}")
+
+    def _every(self, seconds: float, action: Any, name: str) -> None:
+        def loop() -> None:
+            while not self._stop.wait(seconds):
+                try:
+                    action()
+                except Exception:  # noqa: BLE001 - a background pass must not kill the stack
+                    log.exception("%s pass failed", name)
+
+        self._thread(loop, name)
+
+    def _thread(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, args=() if target.__name__ == "loop" else (self._stop,), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _write_env_file(self, environment: dict[str, str]) -> None:
+        shown = {key: environment[key] for key in sorted(environment) if key.startswith(("AWS_", "DOCKER_", "LEASES_", "PROVIDERS", "RENDERER_", "ANIM_", "POWERTOOLS_"))}
+        path = self.state_dir / "functions.env.json"
+        path.write_text(json.dumps({"Parameters": shown}, indent=2))
+
+    def stop(self) -> None:
+        """Stop every part, newest first."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        while self._cleanups:
+            cleanup = self._cleanups.pop()
+            try:
+                cleanup()
+            except Exception:  # noqa: BLE001 - keep stopping the rest
+                log.exception("cleanup failed")
+
+    def wait(self) -> None:
+        """Block until SIGINT or SIGTERM."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: self._stop.set())
+        while not self._stop.wait(0.5):
+            pass

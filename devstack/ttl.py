@@ -1,0 +1,74 @@
+"""DynamoDB TTL, emulated: items past their TTL are deleted by "the service", as AWS's TTL process does.
+
+moto stores the TTL setting but never deletes anything. Here a background pass deletes expired
+items (optionally after a lag, since AWS's own deletion lags) with a condition that the TTL is still
+past — as AWS does, so a renewal that lands first keeps the item — and remembers which deletions it
+made so the stream can mark them with the TTL service's `userIdentity`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+class TtlEmulator:
+    """Deletes items whose TTL attribute is more than `lag_seconds` in the past."""
+
+    def __init__(self, client: Any, table_name: str, key_name: str, ttl_attribute: str, lag_seconds: float = 0.0) -> None:
+        self._client = client
+        self._table = table_name
+        self._key = key_name
+        self._attribute = ttl_attribute
+        self._lag = lag_seconds
+        self._deleted: set[str] = set()
+        self._lock = threading.Lock()
+
+    def run_once(self, now: float | None = None) -> int:
+        """One pass of the TTL process; returns how many items it deleted."""
+        cutoff = int((now or time.time()) - self._lag)
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#ttl < :cutoff",
+            "ExpressionAttributeNames": {"#ttl": self._attribute},
+            "ExpressionAttributeValues": {":cutoff": {"N": str(cutoff)}},
+            "ProjectionExpression": "#key",
+        }
+        request["ExpressionAttributeNames"]["#key"] = self._key
+        deleted = 0
+        while True:
+            page = self._client.scan(**request)
+            for item in page.get("Items", []):
+                key_value = item[self._key]["S"]
+                with self._lock:
+                    # Recorded before the delete, so the stream reader can never see the record first.
+                    self._deleted.add(key_value)
+                try:
+                    self._client.delete_item(
+                        TableName=self._table,
+                        Key={self._key: item[self._key]},
+                        ConditionExpression="#ttl < :cutoff",
+                        ExpressionAttributeNames={"#ttl": self._attribute},
+                        ExpressionAttributeValues={":cutoff": {"N": str(cutoff)}},
+                    )
+                    deleted += 1
+                except self._client.exceptions.ConditionalCheckFailedException:
+                    with self._lock:
+                        self._deleted.discard(key_value)
+            if "LastEvaluatedKey" not in page:
+                return deleted
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def mark_if_ttl_deletion(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Add the TTL service identity to a REMOVE stream record this emulator caused."""
+        if record.get("eventName") != "REMOVE":
+            return record
+        key_value = record.get("dynamodb", {}).get("Keys", {}).get(self._key, {}).get("S")
+        with self._lock:
+            if key_value not in self._deleted:
+                return record
+            self._deleted.discard(key_value)
+        return {**record, "userIdentity": dict(TTL_PRINCIPAL)}

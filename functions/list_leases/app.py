@@ -1,0 +1,25 @@
+"""GET /v1/leases — one page of live leases."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+
+from scheduler import leases
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.models import ListFilter
+from scheduler.runtime import lease_store
+
+logger = Logger()
+metrics = Metrics()
+store = lease_store()
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """Filter by owner, kind or provider; page with limit and next_token."""
+    query = parse_model(ListFilter, dict(request.queryStringParameters), what="query")
+    page, next_token = leases.list_live(query, store)
+    return json_response(200, {"leases": [lease.wire() for lease in page], "next_token": next_token})

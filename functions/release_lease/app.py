@@ -1,0 +1,30 @@
+"""DELETE /v1/lease/{lease_id} — release a lease and remove its worker."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+
+from scheduler import leases
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.runtime import lease_store, provider_registry
+
+logger = Logger()
+metrics = Metrics()
+store = lease_store()
+providers = provider_registry()  # drivers load on first release, keeping this function's init light
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """Check the owner, release, answer 204."""
+    lease_id = request.path_parameter("lease_id")
+    logger.append_keys(lease_id=lease_id, owner_id=request.header("X-Lease-Owner"))
+    lease = leases.release(lease_id, request.header("X-Lease-Owner"), store, providers)
+    metrics.add_dimension("provider", lease.provider)
+    metrics.add_metric(name="LeaseReleased", unit=MetricUnit.Count, value=1)
+    logger.info("lease released", extra={"provider": lease.provider})
+    return json_response(204)

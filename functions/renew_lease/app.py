@@ -1,0 +1,28 @@
+"""POST /v1/lease/{lease_id}/renew — extend a lease."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging import correlation_paths
+
+from scheduler import leases
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.models import RenewRequest
+from scheduler.runtime import lease_store
+
+logger = Logger()
+metrics = Metrics()
+store = lease_store()
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """Set expires_at = now + ttl_seconds (the lease's own ttl when the body has none)."""
+    lease_id = request.path_parameter("lease_id")
+    owner = request.header("X-Lease-Owner")
+    logger.append_keys(lease_id=lease_id, owner_id=owner)
+    renewal = request.json_body(RenewRequest, required=False)
+    lease = leases.renew(lease_id, owner, renewal.ttl_seconds, store)
+    return json_response(200, {"lease": lease.wire()})

@@ -1,0 +1,54 @@
+"""DynamoDB stream consumer: release the workers of live leases that TTL deleted.
+
+The event source mapping's FilterCriteria passes only TTL deletions of live leases; the same test
+is repeated here so a misconfigured mapping can never turn a user deletion into a release.
+"""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+from scheduler import expiry
+from scheduler.runtime import lease_store, provider_registry
+
+logger = Logger()
+metrics = Metrics()
+store = lease_store()
+providers = provider_registry()
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+
+_TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+_LIVE = {"pending", "active", "releasing"}
+
+
+def is_ttl_deletion_of_live_lease(raw: dict[str, Any]) -> bool:
+    """True for a REMOVE made by DynamoDB's TTL process of a lease that was still live."""
+    identity = raw.get("userIdentity") or {}
+    old_status = raw.get("dynamodb", {}).get("OldImage", {}).get("status", {}).get("S")
+    return (
+        raw.get("eventName") == "REMOVE"
+        and identity.get("type") == "Service"
+        and identity.get("principalId") == _TTL_PRINCIPAL
+        and old_status in _LIVE
+    )
+
+
+def release_record(record: DynamoDBRecord) -> None:
+    """Release one TTL-deleted lease's worker; raising marks the record failed for a retry."""
+    raw = record.raw_event
+    if not is_ttl_deletion_of_live_lease(raw):
+        return
+    lease = expiry.release_ttl_deleted(raw["dynamodb"]["OldImage"], store, providers)
+    if lease is not None:
+        metrics.add_metric(name="LeaseExpired", unit=MetricUnit.Count, value=1)
+        logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process the batch, reporting failed records so only they are retried."""
+    return process_partial_response(event=event, record_handler=release_record, processor=processor, context=context)

@@ -1,0 +1,170 @@
+"""Parsing API Gateway HTTP API events and shaping responses, with every domain error mapped in one place."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scheduler.errors import (
+    InvalidRequest,
+    LeaseConflict,
+    LeaseNotFound,
+    NoCapacity,
+    NotLeaseOwner,
+    ProviderFailed,
+    QuotaExceeded,
+    SchedulerError,
+    StoreUnavailable,
+)
+
+logger = Logger(child=True)
+
+# Read-only endpoints publish no metric on most requests; powertools warns about each such flush.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+Model = TypeVar("Model", bound=BaseModel)
+Response = dict[str, Any]
+
+# The one place a domain error becomes an HTTP status and an error code (contract section 2).
+ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
+    InvalidRequest: (400, "invalid_request"),
+    NotLeaseOwner: (403, "forbidden"),
+    LeaseNotFound: (404, "not_found"),
+    LeaseConflict: (409, "conflict"),
+    QuotaExceeded: (429, "quota_exceeded"),
+    ProviderFailed: (502, "provider_error"),
+    NoCapacity: (503, "no_capacity"),
+    StoreUnavailable: (503, "no_capacity"),
+}
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+class _HttpContext(BaseModel):
+    method: str = ""
+    path: str = ""
+
+
+class _RequestContext(BaseModel):
+    requestId: str = ""
+    http: _HttpContext = Field(default_factory=_HttpContext)
+
+
+class HttpRequest(BaseModel):
+    """The parts of an HTTP API (payload format 2.0) event the handlers read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    routeKey: str = ""
+    rawPath: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    pathParameters: dict[str, str] = Field(default_factory=dict)
+    queryStringParameters: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    isBase64Encoded: bool = False
+    requestContext: _RequestContext = Field(default_factory=_RequestContext)
+
+    def header(self, name: str) -> str | None:
+        """A header by name, case-insensitively (API Gateway lower-cases them, clients may not)."""
+        wanted = name.lower()
+        return next((value for key, value in self.headers.items() if key.lower() == wanted), None)
+
+    def path_parameter(self, name: str) -> str:
+        """A path parameter the route guarantees."""
+        value = self.pathParameters.get(name, "")
+        if not value:
+            raise InvalidRequest(f"missing path parameter {name}")
+        return value
+
+    def json_body(self, model: type[Model], *, required: bool = True) -> Model:
+        """The body parsed into `model`; InvalidRequest naming each problem otherwise."""
+        raw = self._raw_body()
+        if not raw.strip():
+            if required:
+                raise InvalidRequest("request body must be a JSON object")
+            raw = b"{}"
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, ValueError) as error:
+            raise InvalidRequest("request body is not valid JSON") from error
+        return parse_model(model, data, what="request body")
+
+    def _raw_body(self) -> bytes:
+        if self.body is None:
+            return b""
+        try:
+            raw = base64.b64decode(self.body, validate=True) if self.isBase64Encoded else self.body.encode()
+        except (binascii.Error, ValueError) as error:
+            raise InvalidRequest("request body is not valid base64") from error
+        if len(raw) > MAX_BODY_BYTES:
+            raise InvalidRequest(f"request body is larger than {MAX_BODY_BYTES} bytes")
+        return raw
+
+
+def parse_model(model: type[Model], data: object, *, what: str) -> Model:
+    """Validate `data` into `model`; InvalidRequest with one line per problem otherwise."""
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"{what} must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problems = [
+            {"field": ".".join(str(part) for part in issue["loc"]) or what, "problem": issue["msg"]}
+            for issue in error.errors(include_url=False, include_input=False)
+        ]
+        summary = "; ".join(f"{problem['field']}: {problem['problem']}" for problem in problems[:5])
+        raise InvalidRequest(f"invalid {what}: {summary}", details={"problems": problems}) from error
+
+
+def json_response(status: int, body: object | None = None) -> Response:
+    """An API Gateway response with a JSON body (none for 204)."""
+    response: Response = {"statusCode": status, "headers": {"Content-Type": "application/json"}}
+    if body is not None:
+        response["body"] = json.dumps(body, separators=(",", ":"))
+    return response
+
+
+def error_response(error: SchedulerError) -> Response:
+    """The contract's error body for a domain error."""
+    status, code = next(
+        (mapped for kind, mapped in ERROR_STATUS.items() if isinstance(error, kind)), (500, "internal_error")
+    )
+    payload: dict[str, object] = {"code": code, "message": error.message}
+    if error.details:
+        payload["details"] = error.details
+    return json_response(status, {"error": payload})
+
+
+def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[dict[str, Any], Any], Response]:
+    """Turn the event into an HttpRequest and every error into the contract's error body."""
+
+    @functools.wraps(handler)
+    def wrapper(event: dict[str, Any], context: Any) -> Response:
+        try:
+            request = HttpRequest.model_validate(event)
+        except ValidationError:
+            logger.exception("event is not an HTTP API payload 2.0 event")
+            return json_response(400, {"error": {"code": "invalid_request", "message": "malformed request"}})
+        try:
+            return handler(request, context)
+        except SchedulerError as error:
+            response = error_response(error)
+            logger.info("request refused", extra={"status": response["statusCode"], "reason": error.message})
+            return response
+        except Exception:
+            # Never a stack trace to the caller; the log line has it, under the request id.
+            logger.exception("unexpected error")
+            return json_response(
+                500,
+                {"error": {"code": "internal_error", "message": "internal error; the request id is in the logs"}},
+            )
+
+    return wrapper

@@ -1,0 +1,48 @@
+"""Domain errors. Each names what went wrong for the caller; `scheduler.api.responses` maps them to HTTP."""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base of every error a caller may see, with a message safe to show them."""
+
+    def __init__(self, message: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidRequest(SchedulerError):
+    """The request is malformed or breaks a documented limit."""
+
+
+class LeaseNotFound(SchedulerError):
+    """No live lease answers to this id (or, for reads, no lease at all)."""
+
+
+class NotLeaseOwner(SchedulerError):
+    """The lease has an owner and the caller is not it."""
+
+
+class LeaseConflict(SchedulerError):
+    """The lease is in a state that forbids this change (e.g. renew while releasing)."""
+
+
+class QuotaExceeded(SchedulerError):
+    """The owner already holds as many live leases as allowed."""
+
+
+class NoCapacity(SchedulerError):
+    """No configured provider can serve the request right now."""
+
+
+class StoreUnavailable(SchedulerError):
+    """The lease table cannot be reached; nothing was changed on any provider."""
+
+
+class ProviderFailed(SchedulerError):
+    """A provider refused or failed the request in a way retrying elsewhere won't fix."""
+
+
+class ConfigurationError(Exception):
+    """The service is misconfigured and must not start (e.g. an unknown provider name)."""

@@ -1,0 +1,81 @@
+"""Ending leases nobody released: the scheduled backstop sweep and the TTL-deletion stream handler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from scheduler.models import Lease, utc_now
+from scheduler.providers.base import ProviderRequestFailed
+from scheduler.providers.registry import ProviderRegistry
+from scheduler.store import LeaseStore
+from scheduler.workers import release_claimed
+
+logger = Logger(child=True)
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did."""
+
+    ended: list[Lease] = field(default_factory=list)
+    lost_claims: int = 0
+    failed_releases: list[str] = field(default_factory=list)
+    lag_seconds: list[float] = field(default_factory=list)
+
+
+def sweep(
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    clock: Callable[[], datetime] = utc_now,
+    limit: int = 200,
+) -> SweepReport:
+    """Release every live lease past its due time: expired ones, and release claims gone stale.
+
+    Reads go through the sparse `live-by-due` index, so the cost follows the number of due leases,
+    not the size of the table. Each lease is claimed with a conditional write first, so a concurrent
+    sweep, DELETE or stream handler never releases the same worker twice.
+    """
+    report = SweepReport()
+    now = clock()
+    for due in list(store.due_leases(now, limit=limit)):
+        claim = store.claim_due(due.lease_id, now)
+        if claim is None:
+            report.lost_claims += 1
+            continue
+        try:
+            ended = release_claimed(claim, store, providers, clock)
+        except ProviderRequestFailed as error:
+            # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
+            logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
+            report.failed_releases.append(due.lease_id)
+            continue
+        report.ended.append(ended)
+        if ended.released_at is not None:
+            report.lag_seconds.append(max(0.0, (ended.released_at - ended.expires_at).total_seconds()))
+        logger.info(
+            "lease ended by sweep",
+            extra={"lease_id": ended.lease_id, "status": ended.status.value, "provider": ended.provider},
+        )
+    return report
+
+
+def release_ttl_deleted(
+    old_image: dict[str, Any],
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    clock: Callable[[], datetime] = utc_now,
+) -> Lease | None:
+    """Release the worker of a live lease that DynamoDB's TTL deleted; None if the lease is already handled.
+
+    The lease is written back as a `releasing` claim first (only if absent), so it stays readable
+    as `expired` for the retention period and a failed release is retried by the sweep.
+    """
+    claim = store.reclaim_ttl_deleted(old_image, clock())
+    if claim is None:
+        return None
+    return release_claimed(claim, store, providers, clock)

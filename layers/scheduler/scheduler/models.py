@@ -1,0 +1,141 @@
+"""Wire models of the lease API (contract section 2) and the domain types behind them."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_serializer, field_validator
+
+MAX_TTL_SECONDS = 28_800
+DEFAULT_TTL_SECONDS = 3_600
+MAX_ENV_ENTRIES = 64
+MAX_ENV_VALUE_CHARS = 4_096
+_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+class WorkerKind(StrEnum):
+    RENDERER = "renderer"
+    ANIM = "anim"
+
+
+class GpuClass(StrEnum):
+    NONE = "none"
+    ENTRY = "entry"
+    MID = "mid"
+    HIGH = "high"
+
+
+class LeaseStatus(StrEnum):
+    PENDING = "pending"
+    ACTIVE = "active"
+    RELEASING = "releasing"
+    RELEASED = "released"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+    @property
+    def is_live(self) -> bool:
+        """Live leases may still own a worker; terminal ones never do."""
+        return self in (LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING)
+
+
+OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
+
+
+def utc_now() -> datetime:
+    """Now, in UTC, truncated to whole seconds as the wire format carries them."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 UTC with a `Z`, as every time on the wire is written."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LeaseRequest(BaseModel):
+    """Body of `POST /v1/lease`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: WorkerKind
+    gpu: GpuClass = GpuClass.NONE
+    ttl_seconds: StrictInt = Field(default=DEFAULT_TTL_SECONDS, ge=1, le=MAX_TTL_SECONDS)
+    owner_id: OptionalLabel = None
+    correlation_id: OptionalLabel = None
+    region: OptionalLabel = None
+    env: dict[StrictStr, Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE_CHARS)]] = Field(
+        default_factory=dict, max_length=MAX_ENV_ENTRIES
+    )
+
+    @field_validator("owner_id", "correlation_id", "region", mode="before")
+    @classmethod
+    def _blank_is_absent(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys_are_variable_names(cls, env: dict[str, str]) -> dict[str, str]:
+        bad = sorted(key for key in env if not _ENV_KEY.fullmatch(key))
+        if bad:
+            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {', '.join(bad[:5])}")
+        return env
+
+
+class RenewRequest(BaseModel):
+    """Body of `POST /v1/lease/{lease_id}/renew`; an absent ttl keeps the lease's own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttl_seconds: StrictInt | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
+
+
+class Lease(BaseModel):
+    """A lease as callers see it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lease_id: str
+    provider: str
+    kind: WorkerKind
+    gpu: GpuClass
+    status: LeaseStatus
+    endpoint: str | None = None
+    created_at: datetime
+    expires_at: datetime
+    released_at: datetime | None = None
+    provider_token: str | None = None
+    owner_id: str | None = None
+    correlation_id: str | None = None
+    region: str | None = None
+    ttl_seconds: int
+    cost_per_hour: float | None = None
+
+    @field_serializer("created_at", "expires_at", "released_at")
+    def _rfc3339(self, value: datetime | None) -> str | None:
+        return None if value is None else format_time(value)
+
+    def is_expired(self, now: datetime) -> bool:
+        """True once the lease has run past `expires_at`."""
+        return self.expires_at <= now
+
+    def wire(self) -> dict[str, object]:
+        """The JSON-ready shape of contract section 2."""
+        return self.model_dump(mode="json")
+
+
+class ListFilter(BaseModel):
+    """Query of `GET /v1/leases`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    owner_id: OptionalLabel = None
+    kind: WorkerKind | None = None
+    provider: Annotated[StrictStr | None, Field(default=None, max_length=64)] = None
+    limit: int = Field(default=100, ge=1, le=1000)
+    next_token: Annotated[StrictStr | None, Field(default=None, max_length=4096)] = None
+
+
+ReleaseOutcome = Literal["released", "expired", "failed"]

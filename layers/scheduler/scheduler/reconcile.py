@@ -1,0 +1,107 @@
+"""The reconciler: compares every provider's managed workers with the table and repairs the difference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from aws_lambda_powertools import Logger
+
+from scheduler.models import Lease, LeaseStatus, utc_now
+from scheduler.providers.base import ManagedWorker, ProviderRequestFailed
+from scheduler.providers.registry import ProviderRegistry
+from scheduler.store import LeaseStore
+from scheduler.workers import release_claimed
+
+logger = Logger(child=True)
+
+
+@dataclass
+class ReconcileReport:
+    """What one reconcile pass found and did."""
+
+    orphans_removed: list[str] = field(default_factory=list)
+    ghosts_failed: list[str] = field(default_factory=list)
+    stuck_pending_failed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def reconcile(
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    *,
+    orphan_grace_seconds: int,
+    pending_deadline_seconds: int,
+    clock: Callable[[], datetime] = utc_now,
+) -> ReconcileReport:
+    """Remove orphans, fail ghosts, and clean up leases stuck in `pending`."""
+    report = ReconcileReport()
+    now = clock()
+    listed_at = now
+    # Workers first, then leases: a worker is only ever created after its lease row is written,
+    # so every worker listed here that belongs to a live lease also shows up in the lease listing.
+    workers: dict[str, list[ManagedWorker]] = {}
+    for provider in providers.in_order():
+        try:
+            workers[provider.name] = provider.list_managed()
+        except ProviderRequestFailed as error:
+            report.errors.append(f"{provider.name}: {error}")
+            logger.warning("cannot list workers; skipping this provider", extra={"provider": provider.name})
+    live = {lease.lease_id: lease for lease in store.live_leases()}
+
+    for provider_name, listed in workers.items():
+        for worker in listed:
+            lease = live.get(worker.lease_id)
+            owned = lease is not None and (
+                lease.status == LeaseStatus.PENDING
+                or lease.status == LeaseStatus.RELEASING
+                or (lease.provider == provider_name and lease.provider_token == worker.token)
+            )
+            if owned or now - worker.created_at < timedelta(seconds=orphan_grace_seconds):
+                continue
+            try:
+                providers.get(provider_name).release(worker.lease_id, worker.token)
+            except ProviderRequestFailed as error:
+                report.errors.append(f"orphan {worker.token}: {error}")
+                continue
+            report.orphans_removed.append(worker.token)
+            logger.warning(
+                "orphan worker removed",
+                extra={"provider": provider_name, "token": worker.token, "lease_id": worker.lease_id},
+            )
+
+    pending_deadline = now - timedelta(seconds=pending_deadline_seconds)
+    for lease in live.values():
+        # Only a lease older than the pending deadline had its worker before the listing above;
+        # a younger one may have been activated after it, and must not be called a ghost.
+        settled = lease.created_at <= listed_at - timedelta(seconds=pending_deadline_seconds)
+        if lease.status == LeaseStatus.ACTIVE and settled and lease.provider in workers:
+            tokens = {worker.token for worker in workers[lease.provider]}
+            if lease.provider_token not in tokens:
+                _fail(lease, store, providers, clock, report.ghosts_failed, report.errors, token=lease.provider_token)
+        elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
+            _fail(lease, store, providers, clock, report.stuck_pending_failed, report.errors, token=None)
+    return report
+
+
+def _fail(
+    lease: Lease,
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    clock: Callable[[], datetime],
+    done: list[str],
+    errors: list[str],
+    *,
+    token: str | None,
+) -> None:
+    claim = store.claim_failed(lease.lease_id, clock(), status=lease.status, token=token)
+    if claim is None:
+        return  # it changed since we listed it: activated, released or renewed meanwhile
+    try:
+        release_claimed(claim, store, providers, clock)
+    except ProviderRequestFailed as error:
+        errors.append(f"lease {lease.lease_id}: {error}")
+        return
+    done.append(lease.lease_id)
+    logger.warning("lease failed by reconciler", extra={"lease_id": lease.lease_id, "was": lease.status.value})

@@ -1,0 +1,41 @@
+"""Removing the worker behind a claimed lease, shared by release, sweep, stream handler and reconciler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from aws_lambda_powertools import Logger
+
+from scheduler.models import Lease
+from scheduler.providers.registry import ProviderRegistry
+from scheduler.store import Claim, LeaseStateChanged, LeaseStore
+
+logger = Logger(child=True)
+
+
+def remove_worker(lease: Lease, providers: ProviderRegistry) -> None:
+    """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not.
+
+    A lease that never got a token (a crash or timeout before `active`) may have a worker on any
+    configured provider, found by its lease id, so every provider is asked.
+    """
+    if lease.provider_token is not None and lease.provider in providers.names:
+        providers.get(lease.provider).release(lease.lease_id, lease.provider_token)
+        return
+    for provider in providers.in_order():
+        provider.release(lease.lease_id, None)
+
+
+def release_claimed(
+    claim: Claim, store: LeaseStore, providers: ProviderRegistry, clock: Callable[[], datetime]
+) -> Lease:
+    """Remove the claimed lease's worker, then record the outcome the claim names."""
+    remove_worker(claim.lease, providers)
+    try:
+        return store.finish_release(claim, clock())
+    except LeaseStateChanged:
+        # Our claim went stale and another actor took it over; the worker is gone either way.
+        logger.info("release claim was taken over", extra={"lease_id": claim.lease.lease_id})
+        return store.get(claim.lease.lease_id)
+

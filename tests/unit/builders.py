@@ -1,0 +1,83 @@
+"""Builders that arrange leases in a given state through the store's own public methods."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.models import GpuClass, Lease, LeaseStatus, WorkerKind
+from scheduler.providers.base import ProvisionedWorker
+from scheduler.store import LeaseStore
+
+NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+"""The fixed "now" every store test starts from (the store takes `now`; nothing sleeps)."""
+
+RETENTION_SECONDS = 7 * 24 * 3600
+RELEASE_CLAIM_SECONDS = 120
+
+
+def epoch(value: datetime) -> int:
+    return int(value.timestamp())
+
+
+def new_lease(
+    *,
+    owner_id: str | None = "alice",
+    kind: WorkerKind = WorkerKind.RENDERER,
+    gpu: GpuClass = GpuClass.NONE,
+    provider: str = "local-docker",
+    ttl_seconds: int = 3600,
+    created_at: datetime = NOW,
+    correlation_id: str | None = None,
+    region: str | None = None,
+) -> Lease:
+    """A `pending` lease as `acquire` records it (a UUID id, expiry = created + ttl)."""
+    return Lease(
+        lease_id=str(uuid.uuid4()),
+        provider=provider,
+        kind=kind,
+        gpu=gpu,
+        status=LeaseStatus.PENDING,
+        created_at=created_at,
+        expires_at=created_at + timedelta(seconds=ttl_seconds),
+        owner_id=owner_id,
+        correlation_id=correlation_id,
+        region=region,
+        ttl_seconds=ttl_seconds,
+    )
+
+
+def worker_for(lease: Lease, *, cost_per_hour: float | None = 0.25) -> ProvisionedWorker:
+    return ProvisionedWorker(
+        token=f"ctr-{lease.lease_id[:8]}", endpoint="http://127.0.0.1:18080", cost_per_hour=cost_per_hour
+    )
+
+
+class Leases:
+    """Puts leases into the store in the state a test starts from."""
+
+    def __init__(self, store: LeaseStore) -> None:
+        self.store = store
+
+    def pending(self, **fields: Any) -> Lease:
+        lease = new_lease(**fields)
+        self.store.create_pending(lease)
+        return lease
+
+    def active(self, **fields: Any) -> Lease:
+        lease = self.pending(**fields)
+        return self.store.activate(lease.lease_id, lease.provider, worker_for(lease))
+
+    def released(self, *, at: datetime = NOW, **fields: Any) -> Lease:
+        lease = self.active(**fields)
+        claim = self.store.claim_release(lease.lease_id, lease.owner_id, at)
+        return self.store.finish_release(claim, at)
+
+    def expired(self, **fields: Any) -> Lease:
+        """Active, then swept after its expiry: status `expired`."""
+        lease = self.active(**fields)
+        swept_at = lease.expires_at + timedelta(seconds=1)
+        claim = self.store.claim_due(lease.lease_id, swept_at)
+        assert claim is not None
+        return self.store.finish_release(claim, swept_at)
