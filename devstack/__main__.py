@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import sys
-
 from pathlib import Path
 
 from devstack.stack import STATE_DIR, LocalStack

@@ -1,8 +1,8 @@
 """A loopback-only Docker daemon behind mutual TLS, for the tests and the local stack.
 
-    python -m devstack.docker_host start --state-dir .local/docker   # prints eval-able exports
-    python -m devstack.docker_host status --state-dir .local/docker
-    python -m devstack.docker_host stop --state-dir .local/docker
+python -m devstack.docker_host start --state-dir .local/docker   # prints eval-able exports
+python -m devstack.docker_host status --state-dir .local/docker
+python -m devstack.docker_host stop --state-dir .local/docker
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import docker  # type: ignore[import-untyped]
-import docker.constants  # type: ignore[import-untyped]
-import docker.errors  # type: ignore[import-untyped]
-import docker.tls  # type: ignore[import-untyped]
+import docker
+import docker.constants
+import docker.errors
+import docker.tls
 import requests
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -119,14 +119,10 @@ def generate_tls_material(directory: Path) -> TlsMaterial:
         "localhost",
         now,
         ExtendedKeyUsageOID.SERVER_AUTH,
-        x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        ),
+        x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
     )
     client_key = _new_key()
-    client_cert = _issue(
-        ca_key, ca_cert, client_key, "openalice dev client", now, ExtendedKeyUsageOID.CLIENT_AUTH
-    )
+    client_cert = _issue(ca_key, ca_cert, client_key, "openalice dev client", now, ExtendedKeyUsageOID.CLIENT_AUTH)
     # Keys before certificates: a run cut short leaves a cert that no longer chains, so the
     # next run regenerates everything instead of pairing a cert with the wrong key.
     _write_key(material.ca_key, ca_key)
@@ -166,8 +162,7 @@ def _tls_material_usable(material: TlsMaterial) -> bool:
     try:
         ca = x509.load_pem_x509_certificate(material.ca_cert.read_bytes())
         leaves = [
-            x509.load_pem_x509_certificate(path.read_bytes())
-            for path in (material.server_cert, material.client_cert)
+            x509.load_pem_x509_certificate(path.read_bytes()) for path in (material.server_cert, material.client_cert)
         ]
         for leaf in leaves:
             leaf.verify_directly_issued_by(ca)
@@ -189,9 +184,7 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _new_ca(
-    common_name: str, now: dt.datetime
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _new_ca(common_name: str, now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = _new_key()
     cert = (
         x509.CertificateBuilder()
@@ -229,9 +222,7 @@ def _issue(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
     if san is not None:
         builder = builder.add_extension(san, critical=False)
@@ -409,9 +400,7 @@ def load_tls_docker_host(state_dir: Path) -> TlsDockerHost | None:
         return None
 
 
-def _launch(
-    dockerd: str, state_dir: Path, material: TlsMaterial, port: int, timeout: float
-) -> TlsDockerHost:
+def _launch(dockerd: str, state_dir: Path, material: TlsMaterial, port: int, timeout: float) -> TlsDockerHost:
     host = _host_in(state_dir, port, pid=0)
     # Our own config file, so a machine-wide /etc/docker/daemon.json does not apply; the key
     # path keeps dockerd from writing its identity key to /etc/docker/key.json.
@@ -443,7 +432,7 @@ def _launch(
     started = time.monotonic()
     with host.log_file.open("wb") as log:
         # Its own session: the daemon outlives the CLI and ignores the terminal's Ctrl-C.
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603 - fixed argv: our dockerd and our own flags
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -669,9 +658,7 @@ def _split_tag(tag: str) -> tuple[str, str]:
 def _busybox_rootfs() -> bytes:
     """A tar of /bin/busybox plus applet symlinks and /tmp, owned by root."""
     if not BUSYBOX.is_file() or not _is_static_elf(BUSYBOX):
-        raise DockerHostUnavailable(
-            f"{BUSYBOX} is missing or not statically linked: `apt-get install busybox-static`"
-        )
+        raise DockerHostUnavailable(f"{BUSYBOX} is missing or not statically linked: `apt-get install busybox-static`")
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for name, mode in (("bin", 0o755), ("tmp", 0o1777)):
@@ -708,8 +695,9 @@ def _is_static_elf(path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """`start` prints eval-able exports and leaves the daemon running; `stop`; `status`."""
-    parser = argparse.ArgumentParser(prog="python -m devstack.docker_host", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m devstack.docker_host", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=("start", "stop", "status"))
     parser.add_argument("--state-dir", type=Path, default=Path(".local/docker"))
     parser.add_argument("--port", type=int, default=None, help="start: listen on this port (default: a free one)")

@@ -17,7 +17,13 @@ FAKE_CREDENTIALS = {
     "AWS_REGION": "us-east-1",
 }
 # CreateTable takes these; the rest (PITR, SSE, tags, deletion protection) are deployment concerns.
-_CREATE_TABLE_KEYS = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "LocalSecondaryIndexes", "BillingMode")
+_CREATE_TABLE_KEYS = (
+    "AttributeDefinitions",
+    "KeySchema",
+    "GlobalSecondaryIndexes",
+    "LocalSecondaryIndexes",
+    "BillingMode",
+)
 
 
 def free_port() -> int:

@@ -23,6 +23,7 @@ from devstack.lambdas import FunctionError, LocalLambda
 from devstack.template import RouteSpec, SamTemplate
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+_ROUTE_ARN_PREFIX = "arn:aws:execute-api:us-east-1:000000000000:local/$default/"
 _TEXT_TYPES = ("text/", "json", "xml", "javascript", "x-www-form-urlencoded")
 
 
@@ -81,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._serve()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the functions' own logs are the access log
 
     def _serve(self) -> None:
@@ -177,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
             authorizer_event = {
                 **{key: value for key, value in event.items() if key not in ("body", "isBase64Encoded")},
                 "type": "REQUEST",
-                "routeArn": f"arn:aws:execute-api:us-east-1:000000000000:local/$default/{event['routeKey'].replace(' ', '')}",
+                "routeArn": f"{_ROUTE_ARN_PREFIX}{event['routeKey'].replace(' ', '')}",
                 "identitySource": list(identity),
             }
             try:

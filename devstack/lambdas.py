@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -9,7 +10,6 @@ import uuid
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import Any
 
 from devstack.lambda_environment import serve
@@ -139,10 +139,8 @@ class FunctionPool:
 
     @staticmethod
     def _end(environment: _Environment) -> None:
-        try:
+        with contextlib.suppress(OSError):
             environment.connection.send(None)
-        except (OSError, BrokenPipeError):
-            pass
         environment.process.join(2)
         if environment.process.is_alive():
             environment.process.kill()

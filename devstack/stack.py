@@ -110,9 +110,7 @@ def _ensure_dev_images(environment: dict[str, str]) -> None:
 
     from devstack.docker_host import WORKER_IMAGES, ensure_worker_images
 
-    client = docker.DockerClient(
-        **docker.utils.kwargs_from_env(environment=environment), version="1.41", timeout=60
-    )
+    client = docker.DockerClient(**docker.utils.kwargs_from_env(environment=environment), version="1.41", timeout=60)
     client.api.trust_env = False  # the CA-bundle variables must not replace the host's own CA
     try:
         images = ensure_worker_images(client)
@@ -184,16 +182,25 @@ class LocalStack:
             try:
                 lambdas.pools[function].warm()
             except FunctionError as error:
-                raise SystemExit(f"[devstack] {function} refused to start: {error.payload.get('errorMessage')}") from error
+                raise SystemExit(
+                    f"[devstack] {function} refused to start: {error.payload.get('errorMessage')}"
+                ) from error
 
         ttl_definition = definition.get("TimeToLiveSpecification", {})
-        ttl = TtlEmulator(client, self.table_name, "lease_id", ttl_definition.get("AttributeName", "ttl"), self.ttl_lag_seconds)
+        ttl = TtlEmulator(
+            client, self.table_name, "lease_id", ttl_definition.get("AttributeName", "ttl"), self.ttl_lag_seconds
+        )
         self._every(1.0, ttl.run_once, "ttl")
         for mapping in self.template.stream_mappings:
             if stream_arn is None:
                 continue
             poller = StreamMapping(
-                database.client("dynamodbstreams"), stream_arn, mapping, lambdas, ttl, self.state_dir / "stream-failures"
+                database.client("dynamodbstreams"),
+                stream_arn,
+                mapping,
+                lambdas,
+                ttl,
+                self.state_dir / "stream-failures",
             )
             self._thread(poller.run, f"stream:{mapping.function}")
         for schedule in self.template.schedules:
@@ -214,18 +221,24 @@ class LocalStack:
             while not self._stop.wait(seconds):
                 try:
                     action()
-                except Exception:  # noqa: BLE001 - a background pass must not kill the stack
+                except Exception:
                     log.exception("%s pass failed", name)
 
         self._thread(loop, name)
 
     def _thread(self, target: Any, name: str) -> None:
-        thread = threading.Thread(target=target, args=() if target.__name__ == "loop" else (self._stop,), name=name, daemon=True)
+        thread = threading.Thread(
+            target=target, args=() if target.__name__ == "loop" else (self._stop,), name=name, daemon=True
+        )
         thread.start()
         self._threads.append(thread)
 
     def _write_env_file(self, environment: dict[str, str]) -> None:
-        shown = {key: environment[key] for key in sorted(environment) if key.startswith(("AWS_", "DOCKER_", "LEASES_", "PROVIDERS", "RENDERER_", "ANIM_", "POWERTOOLS_"))}
+        shown = {
+            key: environment[key]
+            for key in sorted(environment)
+            if key.startswith(("AWS_", "DOCKER_", "LEASES_", "PROVIDERS", "RENDERER_", "ANIM_", "POWERTOOLS_"))
+        }
         path = self.state_dir / "functions.env.json"
         path.write_text(json.dumps({"Parameters": shown}, indent=2))
 
@@ -238,7 +251,7 @@ class LocalStack:
             cleanup = self._cleanups.pop()
             try:
                 cleanup()
-            except Exception:  # noqa: BLE001 - keep stopping the rest
+            except Exception:
                 log.exception("cleanup failed")
 
     def wait(self) -> None:

@@ -76,7 +76,7 @@ class StreamMapping:
         while not stop.is_set():
             try:
                 self.poll_once()
-            except Exception:  # noqa: BLE001 - keep polling, as the managed poller does
+            except Exception:
                 log.exception("stream poll failed")
             stop.wait(self._poll)
 
@@ -102,9 +102,7 @@ class StreamMapping:
             return
         # As Lambda does: resume from the lowest failed sequence number, records after it included.
         failed = {str(item.get("itemIdentifier")) for item in failures}
-        first = next(
-            (index for index, record in enumerate(batch) if record["dynamodb"]["SequenceNumber"] in failed), 0
-        )
+        first = next((index for index, record in enumerate(batch) if record["dynamodb"]["SequenceNumber"] in failed), 0)
         self._retry_or_give_up(batch[first:], attempt, f"{len(failed)} record(s) reported failed")
 
     def _retry_or_give_up(self, batch: list[dict[str, Any]], attempt: int, reason: str) -> None:

@@ -18,7 +18,9 @@ TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 class TtlEmulator:
     """Deletes items whose TTL attribute is more than `lag_seconds` in the past."""
 
-    def __init__(self, client: Any, table_name: str, key_name: str, ttl_attribute: str, lag_seconds: float = 0.0) -> None:
+    def __init__(
+        self, client: Any, table_name: str, key_name: str, ttl_attribute: str, lag_seconds: float = 0.0
+    ) -> None:
         self._client = client
         self._table = table_name
         self._key = key_name

@@ -127,7 +127,9 @@ def test_plain_http_is_refused(docker_host: TlsDockerHost) -> None:
 def test_tls_client_without_a_certificate_is_refused(docker_host: TlsDockerHost) -> None:
     # "_ALERT_": the server itself ended the handshake (not our side failing to verify it).
     with pytest.raises(requests.exceptions.SSLError, match="_ALERT_"):
-        _session().get(f"https://127.0.0.1:{docker_host.port}/_ping", verify=str(docker_host.cert_path / "ca.pem"), timeout=5)
+        _session().get(
+            f"https://127.0.0.1:{docker_host.port}/_ping", verify=str(docker_host.cert_path / "ca.pem"), timeout=5
+        )
 
 
 def test_client_certificate_from_another_ca_is_refused(docker_host: TlsDockerHost, tmp_path: Path) -> None:

@@ -71,8 +71,21 @@ def test_acquire_starts_a_labelled_container_with_the_lease_environment(
 def test_acquired_lease_has_every_contract_field(stack: RunningStack) -> None:
     lease = stack.acquire().json()["lease"]
     assert set(lease) == {
-        "lease_id", "provider", "kind", "gpu", "status", "endpoint", "created_at", "expires_at",
-        "released_at", "provider_token", "owner_id", "correlation_id", "region", "ttl_seconds", "cost_per_hour",
+        "lease_id",
+        "provider",
+        "kind",
+        "gpu",
+        "status",
+        "endpoint",
+        "created_at",
+        "expires_at",
+        "released_at",
+        "provider_token",
+        "owner_id",
+        "correlation_id",
+        "region",
+        "ttl_seconds",
+        "cost_per_hour",
     }
     assert lease["created_at"].endswith("Z") and lease["released_at"] is None
 

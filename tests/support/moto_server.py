@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import boto3
-import yaml  # type: ignore[import-untyped]
+import yaml
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
@@ -57,11 +57,11 @@ class TemplateError(ValueError):
     """The template holds something these helpers cannot turn into a CreateTable call."""
 
 
-class _CfnLoader(yaml.SafeLoader):  # type: ignore[misc]
+class _CfnLoader(yaml.SafeLoader):
     """A SafeLoader that accepts CloudFormation short tags: `!Ref X` → {"Ref": "X"}, `!Sub s` → {"Fn::Sub": s}."""
 
 
-def _construct_tag(loader: _CfnLoader, suffix: str, node: Any) -> dict[str, Any]:
+def _construct_tag(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
     key = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
     value: Any
     if isinstance(node, yaml.ScalarNode):
@@ -70,8 +70,10 @@ def _construct_tag(loader: _CfnLoader, suffix: str, node: Any) -> dict[str, Any]
             value = str(value).split(".", 1)
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
-    else:
+    elif isinstance(node, yaml.MappingNode):
         value = loader.construct_mapping(node, deep=True)
+    else:
+        raise TemplateError(f"cannot read !{suffix} at {node.start_mark}")
     return {key: value}
 
 
@@ -81,7 +83,7 @@ _CfnLoader.add_multi_constructor("!", _construct_tag)
 def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
     """The template as plain data; intrinsic functions stay as {"Ref": ...} / {"Fn::...": ...}."""
     with path.open(encoding="utf-8") as handle:
-        data = yaml.load(handle, Loader=_CfnLoader)  # a SafeLoader subclass: no arbitrary objects
+        data = yaml.load(handle, Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass
     if not isinstance(data, dict):
         raise TemplateError(f"{path} is not a CloudFormation template")
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,8 +34,11 @@ class RunningStack:
     url: str
     secret: str
     log_path: Path
+    state_dir: Path
 
-    def request(self, method: str, path: str, *, secret: str | None = None, owner: str | None = None, **kwargs: Any) -> requests.Response:
+    def request(
+        self, method: str, path: str, *, secret: str | None = None, owner: str | None = None, **kwargs: Any
+    ) -> requests.Response:
         """Call the API with the internal secret (pass secret="" to send none)."""
         headers = dict(kwargs.pop("headers", {}) or {})
         chosen = self.secret if secret is None else secret
@@ -47,6 +52,28 @@ class RunningStack:
         """POST /v1/lease with a JSON body (kind defaults to renderer)."""
         body.setdefault("kind", "renderer")
         return self.request("POST", "/v1/lease", json=body)
+
+    def functions_env(self) -> dict[str, str]:
+        """The environment the stack gives its functions (endpoints, table name)."""
+        data = json.loads((self.state_dir / "functions.env.json").read_text())
+        return dict(data["Parameters"])
+
+    def dynamodb(self) -> Any:
+        """A boto3 DynamoDB client on the stack's embedded DynamoDB."""
+        env = self.functions_env()
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=env["AWS_ENDPOINT_URL_DYNAMODB"],
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    def lease_store(self) -> Any:
+        """The service's own LeaseStore on the stack's table, to simulate crashes and races."""
+        from scheduler.store import LeaseStore
+
+        return LeaseStore(self.functions_env()["LEASES_TABLE"], self.dynamodb())
 
     def logs(self) -> str:
         """Everything the stack and its functions printed so far."""
@@ -85,7 +112,7 @@ def start_stack(
     }
     log_path = state_dir / "stack.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
+        process = subprocess.Popen(
             [sys.executable, "-m", "devstack"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}"
@@ -95,7 +122,7 @@ def start_stack(
             raise RuntimeError(f"the local stack exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
         try:
             if requests.get(url + "/health", timeout=2).status_code == 200 and "ready in" in log_path.read_text():
-                return RunningStack(process, url, TEST_SECRET, log_path)
+                return RunningStack(process, url, TEST_SECRET, log_path, state_dir)
         except requests.ConnectionError:
             pass
         time.sleep(0.2)

@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from scheduler.store import LeaseStore
 
+from scheduler.store import LeaseStore
 from tests.support.moto_server import (
     FAKE_AWS_ENV,
     TEMPLATE_PATH,

@@ -73,9 +73,7 @@ class Settings(BaseModel):
             "runpod_anim_template": "RUNPOD_ANIM_TEMPLATE",
             "runpod_http_port": "RUNPOD_HTTP_PORT",
         }
-        values: dict[str, object] = {
-            field: environ[var] for field, var in names.items() if environ.get(var, "") != ""
-        }
+        values: dict[str, object] = {field: environ[var] for field, var in names.items() if environ.get(var, "") != ""}
         try:
             if environ.get("PROVIDERS", "").strip():
                 values["providers"] = _csv(environ["PROVIDERS"])

@@ -21,9 +21,7 @@ logger = Logger(child=True)
 Clock = Callable[[], datetime]
 
 
-def acquire(
-    request: LeaseRequest, store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now
-) -> Lease:
+def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now) -> Lease:
     """Record a pending lease, provision a worker on the first provider with capacity, activate it."""
     candidates = candidates_for(providers.in_order(), request)
     if not candidates:
@@ -78,7 +76,9 @@ def list_live(query: ListFilter, store: LeaseStore, clock: Clock = utc_now) -> t
     return store.list_live(query, clock())
 
 
-def renew(lease_id: str, owner: str | None, ttl_seconds: int | None, store: LeaseStore, clock: Clock = utc_now) -> Lease:
+def renew(
+    lease_id: str, owner: str | None, ttl_seconds: int | None, store: LeaseStore, clock: Clock = utc_now
+) -> Lease:
     """Extend an active lease to now + ttl (its own ttl when none is given)."""
     return store.renew(lease_id, owner, ttl_seconds, clock())
 
@@ -103,4 +103,6 @@ def _remove_everywhere(providers: list[Provider], lease_id: str, token: str | No
         try:
             provider.release(lease_id, token)
         except Exception as error:  # noqa: BLE001 - cleanup must try every provider; the reconciler backs it up
-            logger.warning("cleanup after a failed acquire did not finish", extra={"provider": provider.name, "error": str(error)})
+            logger.warning(
+                "cleanup after a failed acquire did not finish", extra={"provider": provider.name, "error": str(error)}
+            )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger
 from collections.abc import Mapping, Sequence
+
+from aws_lambda_powertools import Logger
 
 from scheduler.errors import NoCapacity
 from scheduler.models import Lease, LeaseRequest
@@ -26,7 +27,9 @@ def provision_first_available(
         try:
             return provider, provider.provision(lease, env)
         except ProviderCapacityError as error:
-            logger.warning("provider has no capacity, trying the next", extra={"provider": provider.name, "reason": str(error)})
+            logger.warning(
+                "provider has no capacity, trying the next", extra={"provider": provider.name, "reason": str(error)}
+            )
             refusals[provider.name] = str(error)
     raise NoCapacity(
         f"no provider can serve kind={lease.kind} gpu={lease.gpu} now",

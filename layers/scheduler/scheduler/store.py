@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, StoreUnavailable, InvalidRequest
+from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner, StoreUnavailable
 from scheduler.models import GpuClass, Lease, LeaseStatus, ListFilter, WorkerKind
 from scheduler.providers.base import ProvisionedWorker
 
@@ -123,6 +124,15 @@ class LeaseStore:
 
     def create_pending(self, lease: Lease) -> None:
         """Record the lease as `pending` before any provider is asked for a worker."""
+        self._call(
+            "PutItem",
+            TableName=self.table_name,
+            Item=self.pending_item(lease),
+            ConditionExpression="attribute_not_exists(lease_id)",
+        )
+
+    def pending_item(self, lease: Lease) -> Item:
+        """The DynamoDB item of a new `pending` lease (live: it carries the sweep index keys)."""
         item: Item = {
             "lease_id": _s(lease.lease_id),
             "provider": _s(lease.provider),
@@ -140,12 +150,7 @@ class LeaseStore:
             value = getattr(lease, name)
             if value is not None:
                 item[name] = _s(value)
-        self._call(
-            "PutItem",
-            TableName=self.table_name,
-            Item=item,
-            ConditionExpression="attribute_not_exists(lease_id)",
-        )
+        return item
 
     def activate(self, lease_id: str, provider: str, worker: ProvisionedWorker) -> Lease:
         """Move a `pending` lease to `active` with its worker; LeaseStateChanged if it is no longer pending."""
@@ -180,18 +185,15 @@ class LeaseStore:
 
     def fail_pending(self, lease_id: str, now: datetime) -> None:
         """End a `pending` lease as `failed` (provision failed and its worker was cleaned up)."""
-        try:
+        # A lost condition means someone else (sweep, reconciler) already ended it.
+        with contextlib.suppress(LeaseStateChanged):
             self._finish(lease_id, now, LeaseStatus.FAILED, "#status = :expected", {":expected": _s("pending")})
-        except LeaseStateChanged:
-            pass  # someone else (sweep, reconciler) already ended it
 
     # --- reads ---------------------------------------------------------------------------------
 
     def get(self, lease_id: str) -> Lease:
         """The lease, live or ended within the retention period; LeaseNotFound otherwise."""
-        response = self._call(
-            "GetItem", TableName=self.table_name, Key={"lease_id": _s(lease_id)}, ConsistentRead=True
-        )
+        response = self._call("GetItem", TableName=self.table_name, Key={"lease_id": _s(lease_id)}, ConsistentRead=True)
         if "Item" not in response:
             raise LeaseNotFound(f"lease {lease_id} not found")
         return lease_from_item(response["Item"])
@@ -236,9 +238,7 @@ class LeaseStore:
     def live_leases(self) -> Iterator[Lease]:
         """Every live lease (pending, active, releasing), for the reconciler."""
         for shard in range(self._shards):
-            yield from self._query_index(
-                "live_shard = :shard", {":shard": _s(str(shard))}, page_size=500
-            )
+            yield from self._query_index("live_shard = :shard", {":shard": _s(str(shard))}, page_size=500)
 
     def due_leases(self, now: datetime, limit: int = 500) -> Iterator[Lease]:
         """Live leases whose `due_at` has passed: expired ones and stale release claims."""

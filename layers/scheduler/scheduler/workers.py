@@ -38,4 +38,3 @@ def release_claimed(
         # Our claim went stale and another actor took it over; the worker is gone either way.
         logger.info("release claim was taken over", extra={"lease_id": claim.lease.lease_id})
         return store.get(claim.lease.lease_id)
-

@@ -137,9 +137,13 @@ class LocalDockerProvider(Provider):
                 detach=True,
             )
         except ImageNotFound as error:
-            raise ProviderRequestFailed(f"worker image {self._images[lease.kind]!r} is not on the Docker host") from error
+            raise ProviderRequestFailed(
+                f"worker image {self._images[lease.kind]!r} is not on the Docker host"
+            ) from error
         except APIError as error:
-            raise ProviderRequestFailed(f"the Docker host refused to create the container: {_explain(error)}") from error
+            raise ProviderRequestFailed(
+                f"the Docker host refused to create the container: {_explain(error)}"
+            ) from error
         except _CONNECTION_ERRORS as error:
             # A create that timed out may still have happened on the engine: remove it by name.
             self._remove_quietly(name)
@@ -165,7 +169,9 @@ class LocalDockerProvider(Provider):
             return
         except APIError as error:
             if error.status_code != 409:  # 409: a removal is already in progress; confirm below
-                raise ProviderRequestFailed(f"the Docker host refused to remove {reference}: {_explain(error)}") from error
+                raise ProviderRequestFailed(
+                    f"the Docker host refused to remove {reference}: {_explain(error)}"
+                ) from error
         except _CONNECTION_ERRORS as error:
             raise ProviderRequestFailed(f"the Docker host cannot be reached to remove {reference}") from error
         self._wait_until_gone(client, reference)
@@ -206,7 +212,9 @@ class LocalDockerProvider(Provider):
             self._api().remove_container(reference, force=True)
         except (DockerException, *_CONNECTION_ERRORS) as error:
             # Left for the reconciler, which finds it by its managed label.
-            logger.warning("could not remove a half-made container", extra={"container": reference, "error": str(error)})
+            logger.warning(
+                "could not remove a half-made container", extra={"container": reference, "error": str(error)}
+            )
 
     def _wait_until_gone(self, client: docker.APIClient, reference: str) -> None:
         deadline = time.monotonic() + _GONE_POLL_SECONDS

@@ -1,0 +1,62 @@
+# openalice-scheduler — the two commands that matter are `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The Lambda runtime's Python (python3.13, see template.yaml) where installed; else any python3 ≥ 3.11.
+PYTHON ?= $(firstword $(shell command -v python3.13) $(wildcard /root/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3))
+VENV := .venv
+SAM_VENV := .venv-sam
+PY := $(VENV)/bin/python
+SAM := $(SAM_VENV)/bin/sam
+export SAM_CLI_TELEMETRY := 0
+export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
+
+.PHONY: help run test lint typecheck unit integration validate build clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements-dev.txt layers/scheduler/requirements.txt
+	@echo "==> creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet --progress-bar off -r requirements-dev.txt
+	@touch $@
+
+$(SAM_VENV)/.installed: requirements-sam.txt
+	@echo "==> installing SAM CLI into $(SAM_VENV)"
+	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	@$(SAM_VENV)/bin/python -m pip install --quiet --progress-bar off -r requirements-sam.txt
+	@touch $@
+
+run: $(VENV)/.installed ## Serve the lease API on http://127.0.0.1:$${PORT:-3000} with every part running locally
+	@exec $(PY) -m devstack
+
+test: lint typecheck validate ## The whole suite: lint, types, template, unit and integration tests
+	@echo "==> pytest"
+	@$(PY) -m pytest
+
+lint: $(VENV)/.installed ## ruff
+	@echo "==> ruff"
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed ## mypy
+	@echo "==> mypy"
+	@$(VENV)/bin/mypy layers/scheduler/scheduler functions devstack
+
+validate: $(SAM_VENV)/.installed ## sam validate --lint
+	@echo "==> sam validate --lint"
+	@$(SAM) validate --lint
+
+build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PATH)
+	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
+
+unit: $(VENV)/.installed ## Only the fast tests (no Docker)
+	@$(PY) -m pytest tests/unit
+
+integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
+	@$(PY) -m pytest tests/integration tests/providers
+
+clean: ## Remove build output and local state (stops nothing)
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache
