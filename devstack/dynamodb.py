@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import socket
+import ipaddress
+import logging
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+
+DynamoDBClient = Any  # a boto3 DynamoDB client (botocore builds its type at run time)
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -26,27 +32,38 @@ _CREATE_TABLE_KEYS = (
 )
 
 
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+class _OneRequestAtATime:
+    """Serialises moto's request handling: DynamoDB applies each conditional write atomically, moto
+    does not under concurrent requests, and the local stack must not let two claims both win."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        with self._lock:
+            return list(self._app(environ, start_response))
 
 
 @dataclass
 class EmbeddedDynamoDB:
-    """moto's DynamoDB + DynamoDB Streams over HTTP on 127.0.0.1."""
+    """moto's DynamoDB + DynamoDB Streams over HTTP on a loopback address."""
 
-    server: ThreadedMotoServer
+    server: BaseWSGIServer
+    thread: threading.Thread
     endpoint_url: str
 
     @classmethod
-    def start(cls, port: int | None = None) -> EmbeddedDynamoDB:
-        """Start the server on a loopback port."""
-        port = port or free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
-        return cls(server=server, endpoint_url=f"http://127.0.0.1:{port}")
+    def start(cls, host: str = "127.0.0.1", port: int | None = None) -> EmbeddedDynamoDB:
+        """Start the server on a loopback port (any other address is refused)."""
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"the embedded DynamoDB binds to loopback only, not {host}")
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
+        app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
+        server = make_server(host, port or 0, app, threaded=True, request_handler=MotoRequestHandler)
+        thread = threading.Thread(target=server.serve_forever, name="embedded-dynamodb", daemon=True)
+        thread.start()
+        return cls(server=server, thread=thread, endpoint_url=f"http://{host}:{server.server_port}")
 
     def client(self, service: str = "dynamodb") -> Any:
         """A boto3 client for `dynamodb` or `dynamodbstreams` on this server."""
@@ -60,7 +77,9 @@ class EmbeddedDynamoDB:
 
     def stop(self) -> None:
         """Stop the server; its tables are gone with it."""
-        self.server.stop()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
 
 
 def create_table(client: Any, table_name: str, definition: dict[str, Any]) -> str | None:

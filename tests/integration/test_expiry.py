@@ -155,7 +155,9 @@ def test_twenty_concurrent_releases_give_one_204_and_one_container_removal(
     since = datetime.now(UTC) - timedelta(seconds=1)
 
     with ThreadPoolExecutor(max_workers=20) as pool:
-        statuses = list(pool.map(lambda _: stack.request("DELETE", f"/v1/lease/{lease['lease_id']}").status_code, range(20)))
+        statuses = list(
+            pool.map(lambda _: stack.request("DELETE", f"/v1/lease/{lease['lease_id']}").status_code, range(20))
+        )
 
     assert sorted(statuses) == [204] + [404] * 19
     destroys = docker_client.api.events(
@@ -193,7 +195,11 @@ def test_user_deletion_of_a_live_lease_does_not_release_its_worker(ttl_stack: Ru
 
 def test_orphan_container_older_than_grace_is_removed(reconciling_stack: RunningStack, docker_client: Any) -> None:
     orphan = _orphan_container(docker_client)
-    wait_for(lambda: not docker_client.containers.list(all=True, filters={"id": orphan.id}), timeout=15, what="orphan removal")
+    wait_for(
+        lambda: not docker_client.containers.list(all=True, filters={"id": orphan.id}),
+        timeout=15,
+        what="orphan removal",
+    )
 
 
 def test_orphan_container_younger_than_grace_is_kept(reconciling_stack: RunningStack, docker_client: Any) -> None:

@@ -6,6 +6,7 @@ Every container here runs with network `none` or `host`; each test cleans up wha
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -56,6 +57,20 @@ def _containers_of(client: docker.DockerClient, lease_id: str) -> list[Any]:
     labelled = client.containers.list(all=True, filters={"label": f"{LEASE_ID_LABEL}={lease_id}"})
     named = client.containers.list(all=True, filters={"name": f"^/lease-{lease_id}$"})
     return list({container.id: container for container in (*labelled, *named)}.values())
+
+
+def _refused(call: Callable[[], object]) -> bool:
+    """Whether the driver's call was refused (rather than answered) by the Docker host."""
+    try:
+        call()
+    except (ProviderUnreachable, ProviderRequestFailed):
+        return True
+    return False
+
+
+def _container_env(client: docker.DockerClient, lease: Lease) -> dict[str, str]:
+    variables = client.containers.get(f"lease-{lease.lease_id}").attrs["Config"]["Env"] or []
+    return dict(variable.split("=", 1) for variable in variables)
 
 
 @pytest.fixture
@@ -146,15 +161,17 @@ def test_provision_labels_the_container_managed_with_lease_id_and_kind(
 def test_provision_runs_the_image_configured_for_the_lease_kind(
     make_provider: ProviderFactory, new_lease: Callable[..., Lease], docker_client: docker.DockerClient
 ) -> None:
-    provider = make_provider(images={WorkerKind.RENDERER: IMAGES[WorkerKind.RENDERER], WorkerKind.ANIM: "busybox"})
-    docker_client.images.get(IMAGES[WorkerKind.ANIM]).tag("busybox", "latest")
+    repository = f"openalice/anim-{uuid.uuid4().hex[:8]}"
+    docker_client.images.get(IMAGES[WorkerKind.ANIM]).tag(repository, "dev")
+    provider = make_provider(images={**IMAGES, WorkerKind.ANIM: f"{repository}:dev"})
+    lease = new_lease(kind=WorkerKind.ANIM)
     try:
-        lease = new_lease(kind=WorkerKind.ANIM)
         provider.provision(lease, {})
+        image = docker_client.containers.get(f"lease-{lease.lease_id}").attrs["Config"]["Image"]
     finally:
-        docker_client.images.remove("busybox:latest")
+        docker_client.images.remove(f"{repository}:dev", force=True)
 
-    assert docker_client.containers.get(f"lease-{lease.lease_id}").attrs["Config"]["Image"] == "busybox"
+    assert image == f"{repository}:dev"
 
 
 def test_provision_passes_the_request_env_plus_lease_id_and_expiry(
@@ -164,7 +181,7 @@ def test_provision_passes_the_request_env_plus_lease_id_and_expiry(
 
     provider.provision(lease, {"SCENE": "intro", "QUALITY": "high=1 two words"})
 
-    env = dict(item.split("=", 1) for item in docker_client.containers.get(f"lease-{lease.lease_id}").attrs["Config"]["Env"])
+    env = _container_env(docker_client, lease)
     assert env["SCENE"] == "intro"
     assert env["QUALITY"] == "high=1 two words"
     assert env["LEASE_ID"] == lease.lease_id
@@ -179,7 +196,7 @@ def test_provision_env_cannot_override_the_lease_id_or_expiry(
 
     provider.provision(lease, {"LEASE_ID": "someone-else", "LEASE_EXPIRES_AT": "2099-01-01T00:00:00Z"})
 
-    env = dict(item.split("=", 1) for item in docker_client.containers.get(f"lease-{lease.lease_id}").attrs["Config"]["Env"])
+    env = _container_env(docker_client, lease)
     assert env["LEASE_ID"] == lease.lease_id
     assert env["LEASE_EXPIRES_AT"] == format_time(lease.expires_at)
 
@@ -339,7 +356,10 @@ def test_list_managed_reports_each_managed_container_with_its_lease_id_and_creat
 ) -> None:
     before = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
     first, second = new_lease(), new_lease(kind=WorkerKind.ANIM)
-    tokens = {first.lease_id: provider.provision(first, {}).token, second.lease_id: provider.provision(second, {}).token}
+    tokens = {
+        first.lease_id: provider.provision(first, {}).token,
+        second.lease_id: provider.provision(second, {}).token,
+    }
     after = datetime.now(UTC) + timedelta(seconds=1)
 
     listed = {worker.lease_id: worker for worker in provider.list_managed() if worker.lease_id in tokens}
@@ -365,7 +385,9 @@ def test_list_managed_ignores_containers_without_the_managed_label(
 ) -> None:
     unlabelled, unmanaged = new_lease(), new_lease()
     # Named like a lease's worker, and even carrying a lease-id label, but not marked managed.
-    docker_client.containers.create(IMAGES[WorkerKind.RENDERER], name=f"lease-{unlabelled.lease_id}", network_mode="none")
+    docker_client.containers.create(
+        IMAGES[WorkerKind.RENDERER], name=f"lease-{unlabelled.lease_id}", network_mode="none"
+    )
     docker_client.containers.create(
         IMAGES[WorkerKind.RENDERER],
         network_mode="none",
@@ -439,8 +461,11 @@ def test_a_client_certificate_from_another_ca_is_refused_and_creates_nothing(
     provider = make_provider({**docker_host.env(), "DOCKER_CERT_PATH": str(rogue)})
     lease = new_lease()
 
-    with pytest.raises((ProviderUnreachable, ProviderRequestFailed)):
+    with pytest.raises((ProviderUnreachable, ProviderRequestFailed)) as raised:
         provider.provision(lease, {})
+
+    # "_ALERT_": the daemon ended the handshake, i.e. it (not our side) refused the certificate.
+    assert "_ALERT_" in str(raised.value.__cause__)
 
     assert _containers_of(docker_client, lease.lease_id) == []
 
@@ -457,7 +482,53 @@ def test_a_host_not_signed_by_the_configured_ca_is_refused_and_creates_nothing(
     provider = make_provider({**docker_host.env(), "DOCKER_CERT_PATH": str(other_ca)})
     lease = new_lease()
 
-    with pytest.raises((ProviderUnreachable, ProviderRequestFailed)):
+    with pytest.raises((ProviderUnreachable, ProviderRequestFailed)) as raised:
         provider.provision(lease, {})
 
+    assert "CERTIFICATE_VERIFY_FAILED" in str(raised.value.__cause__)
+
     assert _containers_of(docker_client, lease.lease_id) == []
+
+
+def test_a_cert_path_without_tls_verify_still_verifies_the_host_against_its_ca(
+    docker_host: Any, make_provider: ProviderFactory, tmp_path: Path
+) -> None:
+    # Our client certificate (the daemon accepts it) but an unrelated ca.pem: a driver that
+    # verified the daemon would refuse it; one that skips verification talks to any impostor.
+    mixed = generate_untrusted_client(tmp_path / "mixed")
+    for name in ("cert.pem", "key.pem"):
+        shutil.copyfile(Path(docker_host.cert_path) / name, mixed / name)
+    environment = {"DOCKER_HOST": docker_host.host, "DOCKER_CERT_PATH": str(mixed)}  # no DOCKER_TLS_VERIFY
+    provider = make_provider(environment)
+
+    assert _refused(provider.list_managed)
+
+
+# --- a driver that cannot build its client ---------------------------------------------------
+
+
+@pytest.fixture
+def misconfigured_provider(docker_host: Any, make_provider: ProviderFactory, tmp_path: Path) -> LocalDockerProvider:
+    """DOCKER_CERT_PATH names a directory without cert.pem/key.pem/ca.pem, so no client can be built."""
+    return make_provider({**docker_host.env(), "DOCKER_CERT_PATH": str(tmp_path)})
+
+
+def test_provision_without_usable_tls_material_raises_unreachable(
+    misconfigured_provider: LocalDockerProvider, new_lease: Callable[..., Lease]
+) -> None:
+    with pytest.raises(ProviderUnreachable):
+        misconfigured_provider.provision(new_lease(), {})
+
+
+def test_release_without_usable_tls_material_raises_request_failed(
+    misconfigured_provider: LocalDockerProvider, new_lease: Callable[..., Lease]
+) -> None:
+    with pytest.raises(ProviderRequestFailed):
+        misconfigured_provider.release(new_lease().lease_id, None)
+
+
+def test_list_managed_without_usable_tls_material_raises_request_failed(
+    misconfigured_provider: LocalDockerProvider,
+) -> None:
+    with pytest.raises(ProviderRequestFailed):
+        misconfigured_provider.list_managed()

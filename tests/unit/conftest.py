@@ -1,4 +1,4 @@
-"""Fixtures: one loopback moto server per session, a fresh table (from template.yaml) per test."""
+"""Fixtures: one embedded DynamoDB (moto server on loopback) per session, a fresh table from template.yaml per test."""
 
 from __future__ import annotations
 
@@ -7,26 +7,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from devstack.dynamodb import FAKE_CREDENTIALS, DynamoDBClient, EmbeddedDynamoDB, create_table
+from devstack.template import SamTemplate
 from scheduler.store import LeaseStore
-from tests.support.moto_server import (
-    FAKE_AWS_ENV,
-    TEMPLATE_PATH,
-    DynamoDBClient,
-    MotoServer,
-    create_tables_from_template,
-    start_moto_server,
-    table_specs,
-)
 
 from .builders import RELEASE_CLAIM_SECONDS, RETENTION_SECONDS, Leases
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
+def moto_server() -> Iterator[EmbeddedDynamoDB]:
     with pytest.MonkeyPatch.context() as env:
-        for name, value in FAKE_AWS_ENV.items():
+        for name, value in FAKE_CREDENTIALS.items():
             env.setenv(name, value)  # anything building its own client gets fake credentials
-        server = start_moto_server()
+        server = EmbeddedDynamoDB.start()
         try:
             yield server
         finally:
@@ -34,41 +27,37 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 @pytest.fixture(scope="session")
-def dynamodb(moto_server: MotoServer) -> DynamoDBClient:
-    return moto_server.dynamodb_client()
+def dynamodb(moto_server: EmbeddedDynamoDB) -> DynamoDBClient:
+    return moto_server.client()
 
 
 @pytest.fixture
 def table_name(dynamodb: DynamoDBClient) -> Iterator[str]:
     """The leases table, created for this test only from the template's own schema."""
-    suffix = uuid.uuid4().hex[:12]
-    names = {logical_id: f"{logical_id}-{suffix}" for logical_id in table_specs(TEMPLATE_PATH)}
-    created = create_tables_from_template(dynamodb, TEMPLATE_PATH, names)
-    yield created["LeasesTable"]
-    for name in created.values():
-        dynamodb.delete_table(TableName=name)
+    name = f"leases-{uuid.uuid4().hex[:12]}"
+    create_table(dynamodb, name, SamTemplate.load().tables["LeasesTable"])
+    yield name
+    dynamodb.delete_table(TableName=name)
+
+
+def _store(table_name: str, dynamodb: DynamoDBClient, shards: int) -> LeaseStore:
+    return LeaseStore(
+        table_name,
+        dynamodb,
+        shards=shards,
+        retention_seconds=RETENTION_SECONDS,
+        release_claim_seconds=RELEASE_CLAIM_SECONDS,
+    )
 
 
 @pytest.fixture
 def store(table_name: str, dynamodb: DynamoDBClient) -> LeaseStore:
-    return LeaseStore(
-        table_name,
-        dynamodb,
-        shards=1,
-        retention_seconds=RETENTION_SECONDS,
-        release_claim_seconds=RELEASE_CLAIM_SECONDS,
-    )
+    return _store(table_name, dynamodb, shards=1)
 
 
 @pytest.fixture
 def sharded_store(table_name: str, dynamodb: DynamoDBClient) -> LeaseStore:
-    return LeaseStore(
-        table_name,
-        dynamodb,
-        shards=4,
-        retention_seconds=RETENTION_SECONDS,
-        release_claim_seconds=RELEASE_CLAIM_SECONDS,
-    )
+    return _store(table_name, dynamodb, shards=4)
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from devstack.dynamodb import DynamoDBClient
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner
 from scheduler.models import LeaseStatus, ListFilter, WorkerKind
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import LeaseStateChanged, LeaseStore
-from tests.support.moto_server import DynamoDBClient
 
 from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS, Leases, epoch, new_lease, worker_for
 
@@ -674,3 +674,21 @@ def test_ended_lease_leaves_the_live_index(leases: Leases, store: LeaseStore, dy
     lease = leases.released()
     item = raw_item(dynamodb, store, lease.lease_id)
     assert ("live_shard" in item, "due_at" in item) == (False, False)
+
+
+# --- live_leases (the reconciler's view) --------------------------------------------------------
+
+
+def test_live_leases_are_pending_active_and_releasing(leases: Leases, store: LeaseStore) -> None:
+    pending, active, releasing = leases.pending(), leases.active(), leases.active()
+    store.claim_release(releasing.lease_id, releasing.owner_id, NOW)
+    leases.released()
+    leases.expired()
+    live = sorted(lease.lease_id for lease in store.live_leases())
+    assert live == sorted([pending.lease_id, active.lease_id, releasing.lease_id])
+
+
+def test_sharded_live_leases_come_from_every_shard(sharded_store: LeaseStore) -> None:
+    leases = Leases(sharded_store)
+    ids = [leases.active().lease_id for _ in range(10)]
+    assert sorted(lease.lease_id for lease in sharded_store.live_leases()) == sorted(ids)

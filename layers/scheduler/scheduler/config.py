@@ -76,7 +76,10 @@ class Settings(BaseModel):
         values: dict[str, object] = {field: environ[var] for field, var in names.items() if environ.get(var, "") != ""}
         try:
             if environ.get("PROVIDERS", "").strip():
-                values["providers"] = _csv(environ["PROVIDERS"])
+                providers = _csv(environ["PROVIDERS"])
+                values["providers"] = providers
+                if len(set(providers)) != len(providers):
+                    raise ValueError(f"PROVIDERS names a provider twice: {environ['PROVIDERS']}")
             for field, var in (
                 ("local_docker_max_leases", "LOCAL_DOCKER_MAX_LEASES"),
                 ("runpod_max_leases", "RUNPOD_MAX_LEASES"),

@@ -260,10 +260,11 @@ class LeaseStore:
         """Claim an `active` lease for a caller's release, checking the owner in the same write."""
         values = {":owner": _s(owner or "\u0000")}
         owner_ok = "(attribute_not_exists(owner_id) OR owner_id = :owner)"
+        # An expired lease the sweep has not reached yet is already over for its caller (404, as
+        # renew says); the sweep releases its worker and records it as `expired`.
+        condition = f"#status = :active AND expires_epoch > :now AND {owner_ok}"
         try:
-            return self._claim(
-                lease_id, now, LeaseStatus.RELEASED, f"#status = :active AND {owner_ok}", values, fresh_outcome=True
-            )
+            return self._claim(lease_id, now, LeaseStatus.RELEASED, condition, values, fresh_outcome=True)
         except self._errors.ConditionalCheckFailedException as lost:
             old = lost.response.get("Item")
             if old is None:
@@ -271,6 +272,8 @@ class LeaseStore:
             status = old["status"]["S"]
             if status != LeaseStatus.ACTIVE:
                 raise LeaseNotFound(f"lease {lease_id} is not active (status {status})") from lost
+            if int(old["expires_epoch"]["N"]) <= _epoch(now):
+                raise LeaseNotFound(f"lease {lease_id} has expired") from lost
             raise NotLeaseOwner(f"lease {lease_id} belongs to another owner") from lost
 
     def claim_due(self, lease_id: str, now: datetime) -> Claim | None:
@@ -469,15 +472,28 @@ class LeaseStore:
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
             shard, key = int(decoded["s"]), decoded["k"]
-            if not 0 <= shard < self._shards or not (key is None or isinstance(key, dict)):
-                raise ValueError("out of range")
+            if not 0 <= shard < self._shards or not (key is None or self._is_index_key(key, shard)):
+                raise ValueError("not a key of this index")
             return shard, key
         except (ValueError, KeyError, TypeError, binascii.Error) as error:
             raise InvalidRequest("next_token is not a token this service issued") from error
 
+    @staticmethod
+    def _is_index_key(key: object, shard: int) -> bool:
+        # Only a key this index could have returned goes back to DynamoDB as ExclusiveStartKey.
+        return (
+            isinstance(key, dict)
+            and set(key) == {"lease_id", "live_shard", "due_at"}
+            and isinstance(key["lease_id"], dict)
+            and isinstance(key["lease_id"].get("S"), str)
+            and key["live_shard"] == {"S": str(shard)}
+            and isinstance(key["due_at"], dict)
+            and str(key["due_at"].get("N", "")).isdigit()
+        )
+
     def _call(self, operation: str, **request: Any) -> dict[str, Any]:
         """Run one DynamoDB operation, counting reads and turning outages into StoreUnavailable."""
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
         request.setdefault("ReturnConsumedCapacity", "TOTAL")
         method = getattr(self._client, _SNAKE[operation])
@@ -490,6 +506,8 @@ class LeaseStore:
             if code in _OUTAGE_CODES:
                 raise StoreUnavailable("the lease store is unavailable; try again shortly") from error
             raise
+        except ParamValidationError:
+            raise  # our bug, not an outage
         except BotoCoreError as error:
             raise StoreUnavailable("the lease store cannot be reached; try again shortly") from error
         if operation in ("GetItem", "Query"):

@@ -66,9 +66,23 @@ def from_settings(settings: Settings) -> LocalDockerProvider:
 
 def connect(environment: Mapping[str, str]) -> docker.APIClient:
     """An Engine API client for `DOCKER_HOST`, verifying the host against its own CA only."""
-    params = docker.utils.kwargs_from_env(environment=dict(environment))
+    host = environment.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    cert_path = environment.get("DOCKER_CERT_PATH")
+    tls: docker.tls.TLSConfig | bool = False
+    if cert_path or environment.get("DOCKER_TLS_VERIFY"):
+        # Always verify against the host's own CA: the Docker CLI's "cert path without
+        # DOCKER_TLS_VERIFY means no verification" would hand lease env to any impostor.
+        directory = Path(cert_path or Path.home() / ".docker")
+        tls = docker.tls.TLSConfig(
+            client_cert=(str(directory / "cert.pem"), str(directory / "key.pem")),
+            ca_cert=str(directory / "ca.pem"),
+            verify=True,
+        )
     client = docker.APIClient(
-        **params, version=environment.get("DOCKER_API_VERSION", _DEFAULT_API_VERSION), timeout=_API_TIMEOUT_SECONDS
+        base_url=host,
+        tls=tls,
+        version=environment.get("DOCKER_API_VERSION", _DEFAULT_API_VERSION),
+        timeout=_API_TIMEOUT_SECONDS,
     )
     # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace the session's `verify` (our private
     # CA) unless the session ignores the environment; corporate machines set both.
@@ -157,11 +171,11 @@ class LocalDockerProvider(Provider):
             if lease.gpu == GpuClass.ENTRY and any(word in explanation.lower() for word in _GPU_REFUSALS):
                 raise ProviderCapacityError(f"no GPU free on the Docker host: {explanation}") from error
             raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
-        return ProvisionedWorker(token=container_id, endpoint=self._endpoint(name))
+        return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id))
 
     def release(self, lease_id: str, token: str | None) -> None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
-        client = self._api()
+        client = self._api_for_cleanup()
         reference = token or worker_name(lease_id)
         try:
             client.remove_container(reference, force=True)
@@ -179,7 +193,7 @@ class LocalDockerProvider(Provider):
     def list_managed(self) -> list[ManagedWorker]:
         """Every container carrying our managed label, running or not."""
         try:
-            containers = self._api().containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
+            containers = self._api_for_cleanup().containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
         except (APIError, *_CONNECTION_ERRORS) as error:
             raise ProviderRequestFailed("the Docker host cannot list containers") from error
         return [
@@ -200,12 +214,25 @@ class LocalDockerProvider(Provider):
                     raise ProviderUnreachable(f"the Docker host cannot be reached: {error}") from error
             return self._client
 
-    def _endpoint(self, name: str) -> str | None:
+    def _api_for_cleanup(self) -> docker.APIClient:
+        # Release and listing never fall over to another provider: an unusable host is a failed
+        # call the sweep or reconciler retries, not a capacity problem.
+        try:
+            return self._api()
+        except ProviderUnreachable as error:
+            raise ProviderRequestFailed(str(error)) from error
+
+    def _endpoint(self, client: docker.APIClient, container_id: str) -> str | None:
         if self._network == "none":
             return None
         if self._network == "host":
             return f"http://{self._host_address}:{self._worker_port}"
-        return f"http://{name}:{self._worker_port}"
+        try:
+            networks = client.inspect_container(container_id)["NetworkSettings"]["Networks"]
+            address = networks.get(self._network, {}).get("IPAddress")
+        except (APIError, KeyError, *_CONNECTION_ERRORS):
+            address = None
+        return f"http://{address}:{self._worker_port}" if address else None
 
     def _remove_quietly(self, reference: str) -> None:
         try:

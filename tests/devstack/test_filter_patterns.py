@@ -1,0 +1,76 @@
+"""Lambda event filtering as the local stack applies the template's FilterCriteria."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devstack.filter_patterns import matches, matches_any
+from devstack.template import SamTemplate
+
+
+def _record(event_name: str, identity: dict[str, str] | None, status: str) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "eventName": event_name,
+        "dynamodb": {"Keys": {"lease_id": {"S": "x"}}, "OldImage": {"status": {"S": status}}},
+    }
+    if identity is not None:
+        record["userIdentity"] = identity
+    return record
+
+
+TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+@pytest.fixture(scope="module")
+def ttl_filters() -> tuple[dict[str, Any], ...]:
+    (mapping,) = SamTemplate.load().stream_mappings
+    return mapping.filter_patterns
+
+
+@pytest.mark.parametrize("status", ["pending", "active", "releasing"])
+def test_ttl_deletion_of_a_live_lease_passes_the_template_filter(ttl_filters: Any, status: str) -> None:
+    assert matches_any(ttl_filters, _record("REMOVE", TTL, status))
+
+
+@pytest.mark.parametrize("status", ["released", "expired", "failed"])
+def test_ttl_deletion_of_an_ended_lease_is_filtered_out(ttl_filters: Any, status: str) -> None:
+    assert not matches_any(ttl_filters, _record("REMOVE", TTL, status))
+
+
+def test_user_deletion_is_filtered_out(ttl_filters: Any) -> None:
+    assert not matches_any(ttl_filters, _record("REMOVE", None, "active"))
+
+
+def test_deletion_by_another_principal_is_filtered_out(ttl_filters: Any) -> None:
+    other = {"type": "Service", "principalId": "lambda.amazonaws.com"}
+    assert not matches_any(ttl_filters, _record("REMOVE", other, "active"))
+
+
+def test_modify_is_filtered_out(ttl_filters: Any) -> None:
+    assert not matches_any(ttl_filters, _record("MODIFY", TTL, "active"))
+
+
+def test_no_filters_pass_everything() -> None:
+    assert matches_any((), {"anything": 1})
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "expected"),
+    [
+        ({"prefix": "lea"}, "lease-1", True),
+        ({"prefix": "pod"}, "lease-1", False),
+        ({"suffix": "-1"}, "lease-1", True),
+        ({"anything-but": ["a", "b"]}, "c", True),
+        ({"anything-but": ["a", "b"]}, "a", False),
+        ({"numeric": [">", 5, "<=", 10]}, 10, True),
+        ({"numeric": [">", 5]}, 5, False),
+    ],
+)
+def test_content_filter_operators(rule: dict[str, Any], value: Any, expected: bool) -> None:
+    assert matches({"field": [rule]}, {"field": value}) is expected
+
+
+def test_exists_false_matches_a_missing_field() -> None:
+    assert matches({"userIdentity": [{"exists": False}]}, {"eventName": "REMOVE"})

@@ -1,0 +1,63 @@
+"""An in-memory provider that counts what it is asked to do, for use-case tests without Docker."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+
+from scheduler.config import Settings
+from scheduler.models import Lease, LeaseRequest
+from scheduler.providers.base import (
+    ManagedWorker,
+    Provider,
+    ProviderRequestFailed,
+    ProvisionedWorker,
+)
+from scheduler.providers.registry import ProviderRegistry
+
+from .builders import NOW
+
+
+class CountingProvider(Provider):
+    """Workers in a dict; every release call is counted; failures can be switched on."""
+
+    name = "local-docker"
+
+    def __init__(self) -> None:
+        self.workers: dict[str, ManagedWorker] = {}
+        self.release_calls: list[str] = []
+        self.fail_releases = 0
+        self._lock = threading.Lock()
+
+    def available(self, request: LeaseRequest) -> bool:
+        return True
+
+    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+        token = f"w-{uuid.uuid4().hex[:10]}"
+        self.add_worker(lease.lease_id, token, NOW)
+        return ProvisionedWorker(token=token, endpoint=None)
+
+    def add_worker(self, lease_id: str, token: str, created_at: datetime) -> None:
+        with self._lock:
+            self.workers[token] = ManagedWorker(lease_id=lease_id, token=token, created_at=created_at)
+
+    def release(self, lease_id: str, token: str | None) -> None:
+        with self._lock:
+            self.release_calls.append(lease_id)
+            if self.fail_releases > 0:
+                self.fail_releases -= 1
+                raise ProviderRequestFailed("injected release failure")
+            for key, worker in list(self.workers.items()):
+                if key == token or (token is None and worker.lease_id == lease_id):
+                    del self.workers[key]
+
+    def list_managed(self) -> list[ManagedWorker]:
+        with self._lock:
+            return list(self.workers.values())
+
+
+def registry_of(provider: CountingProvider) -> ProviderRegistry:
+    """A registry whose only provider is `provider`."""
+    return ProviderRegistry(Settings(providers=(provider.name,)), factories={provider.name: lambda _: provider})
