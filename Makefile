@@ -3,7 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # The Lambda runtime's Python (python3.13, see template.yaml) where installed; else any python3 ≥ 3.11.
-PYTHON ?= $(firstword $(shell command -v python3.13) $(wildcard /root/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3))
+# (pyenv shims are skipped unless they run: a shim for an inactive version only prints an error.)
+PYTHON ?= $(shell for p in $$(command -v python3.13) $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13 /root/.pyenv/versions/3.13*/bin/python3.13) python3; do \
+	$$p -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null && { echo $$p; break; }; done)
 VENV := .venv
 SAM_VENV := .venv-sam
 PY := $(VENV)/bin/python
