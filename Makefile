@@ -1,5 +1,6 @@
 # openalice-scheduler — the two commands that matter are `make run` and `make test`.
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 .DEFAULT_GOAL := help
 
 # The Lambda runtime's Python (python3.13, see template.yaml) where installed; else any python3 ≥ 3.11.
@@ -22,13 +23,15 @@ $(VENV)/.installed: requirements-dev.txt layers/scheduler/requirements.txt
 	@echo "==> creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet --progress-bar off -r requirements-dev.txt
+	@$(PY) -m pip install --quiet --progress-bar off -r requirements-dev.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@$(PY) -m pip check >/dev/null
 	@touch $@
 
 $(SAM_VENV)/.installed: requirements-sam.txt
 	@echo "==> installing SAM CLI into $(SAM_VENV)"
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
-	@$(SAM_VENV)/bin/python -m pip install --quiet --progress-bar off -r requirements-sam.txt
+	@$(SAM_VENV)/bin/python -m pip install --quiet --progress-bar off -r requirements-sam.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@$(SAM_VENV)/bin/sam --version
 	@touch $@
 
 run: $(VENV)/.installed ## Serve the lease API on http://127.0.0.1:$${PORT:-3000} with every part running locally
