@@ -11,6 +11,11 @@ import pytest
 
 from tests.support.stack import RunningStack, start_stack
 
+# As in the deployed functions: the service name is set before any module creates its logger, so
+# the domain's child loggers and the handlers' loggers are one family whatever the test order.
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "openalice-scheduler")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAliceScheduler")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

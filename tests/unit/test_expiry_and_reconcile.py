@@ -76,6 +76,7 @@ def test_sweep_racing_a_release_releases_once(store: LeaseStore, leases: Leases)
     registry = registry_of(provider)
     ids = [_active_with_worker(leases, provider, ttl_seconds=60, owner_id=None) for _ in range(10)]
     just_before_expiry = NOW + timedelta(seconds=59)  # the DELETE still sees a live lease
+    just_after_expiry = NOW + timedelta(seconds=61)  # the sweep sees it expired; a DELETE claim is fresh
 
     def release_all() -> None:
         for lease_id in ids:
@@ -84,7 +85,7 @@ def test_sweep_racing_a_release_releases_once(store: LeaseStore, leases: Leases)
 
     racer = threading.Thread(target=release_all)
     racer.start()
-    expiry.sweep(store, registry, clock=lambda: LATER)
+    expiry.sweep(store, registry, clock=lambda: just_after_expiry)
     racer.join()
 
     assert sorted(provider.release_calls) == sorted(ids)
