@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import leases
@@ -18,13 +17,15 @@ providers = provider_registry()
 providers.warm()  # the acquire path always calls a provider: pay its SDK import at init, not per request
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the LeaseRequest, acquire, answer 201 with the lease and its provider."""
     lease_request = request.json_body(LeaseRequest)
-    logger.append_keys(owner_id=lease_request.owner_id, correlation_id=lease_request.correlation_id)
+    logger.append_keys(
+        **{key: value for key in ("owner_id", "correlation_id") if (value := getattr(lease_request, key))}
+    )
     lease = leases.acquire(lease_request, store, providers)
     metrics.add_dimension("provider", lease.provider)
     metrics.add_metric(name="LeaseAcquired", unit=MetricUnit.Count, value=1)

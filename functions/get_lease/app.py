@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import correlation_paths
 
 from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
@@ -14,7 +13,7 @@ metrics = Metrics()
 store = lease_store()
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:

@@ -16,7 +16,7 @@ store = lease_store(settings)
 providers = provider_registry(settings)
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one reconcile pass and count what it repaired."""

@@ -3,7 +3,6 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import leases
@@ -16,7 +15,7 @@ store = lease_store()
 providers = provider_registry()  # drivers load on first release, keeping this function's init light
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:

@@ -14,7 +14,7 @@ store = lease_store()
 providers = provider_registry()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report counts (also as metrics)."""

@@ -153,6 +153,8 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
         except ValidationError:
             logger.exception("event is not an HTTP API payload 2.0 event")
             return json_response(400, {"error": {"code": "invalid_request", "message": "malformed request"}})
+        # Every line of the request carries API Gateway's request id (callers quote it in bug reports).
+        logger.append_keys(request_id=request.requestContext.requestId or None)
         try:
             return handler(request, context)
         except SchedulerError as error:
