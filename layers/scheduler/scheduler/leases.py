@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from aws_lambda_powertools import Logger
 
 from scheduler.errors import NoCapacity, ProviderFailed, StoreUnavailable
-from scheduler.models import Lease, LeaseRequest, LeaseStatus, ListFilter, utc_now
+from scheduler.models import Lease, LeaseRequest, LeaseStatus, ListFilter, expiry_after, utc_now
 from scheduler.policy import candidates_for, provision_first_available
 from scheduler.providers.base import Provider, ProviderRequestFailed
 from scheduler.providers.registry import ProviderRegistry
@@ -33,8 +33,8 @@ def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistr
         kind=request.kind,
         gpu=request.gpu,
         status=LeaseStatus.PENDING,
-        created_at=now,
-        expires_at=now + timedelta(seconds=request.ttl_seconds),
+        created_at=now.replace(microsecond=0),
+        expires_at=expiry_after(now, request.ttl_seconds),
         owner_id=request.owner_id,
         correlation_id=request.correlation_id,
         region=request.region,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -46,8 +46,15 @@ OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
 
 
 def utc_now() -> datetime:
-    """Now, in UTC, truncated to whole seconds as the wire format carries them."""
-    return datetime.now(UTC).replace(microsecond=0)
+    """Now, in UTC."""
+    return datetime.now(UTC)
+
+
+def expiry_after(now: datetime, ttl_seconds: int) -> datetime:
+    """`now + ttl`, rounded up to the whole second the wire carries: a lease is never shorter than asked."""
+    exact = now + timedelta(seconds=ttl_seconds)
+    whole = exact.replace(microsecond=0)
+    return whole if whole == exact else whole + timedelta(seconds=1)
 
 
 def format_time(value: datetime) -> str:

@@ -14,6 +14,7 @@ import base64
 import binascii
 import contextlib
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -338,17 +339,21 @@ class LeaseStore:
 
     def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
         """Push `expires_at` (and the TTL) to now + ttl in one conditional write."""
+        # Whole seconds, rounded up so a renewal is never shorter than asked.
+        start = math.ceil(now.timestamp())
         values: dict[str, Any] = {
             ":now": _n(_epoch(now)),
+            ":start": _n(start),
             ":active": _s("active"),
             ":owner": _s(owner or "\u0000"),
         }
         if ttl_seconds is None:
-            expires = ":now + ttl_seconds"
+            expires = ":start + ttl_seconds"
             sets = f"expires_epoch = {expires}, due_at = {expires}, #ttl = {expires}"
         else:
+            del values[":start"]
             values[":ttl_seconds"] = _n(ttl_seconds)
-            values[":expires"] = _n(_epoch(now) + ttl_seconds)
+            values[":expires"] = _n(start + ttl_seconds)
             sets = "expires_epoch = :expires, due_at = :expires, #ttl = :expires, ttl_seconds = :ttl_seconds"
         try:
             response = self._call(
