@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from scheduler.errors import ConfigurationError
 
@@ -42,6 +42,7 @@ class Settings(BaseModel):
     runpod_max_leases: int | None = Field(default=None, ge=0)
     max_leases_per_owner: int | None = Field(default=None, ge=0)
     runpod_api_url: str = "https://api.runpod.io"
+    runpod_api_key: SecretStr | None = None
     runpod_api_key_secret_arn: str | None = None
     runpod_renderer_template: str | None = None
     runpod_anim_template: str | None = None
@@ -68,6 +69,7 @@ class Settings(BaseModel):
             "retention_seconds": "RETENTION_SECONDS",
             "live_index_shards": "LIVE_INDEX_SHARDS",
             "runpod_api_url": "RUNPOD_API_URL",
+            "runpod_api_key": "RUNPOD_API_KEY",
             "runpod_api_key_secret_arn": "RUNPOD_API_KEY_SECRET_ARN",
             "runpod_renderer_template": "RUNPOD_RENDERER_TEMPLATE",
             "runpod_anim_template": "RUNPOD_ANIM_TEMPLATE",

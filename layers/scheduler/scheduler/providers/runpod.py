@@ -1,0 +1,335 @@
+"""The `runpod` driver: one GPU pod per lease through RunPod's REST API v2.
+
+This module is the only code that speaks RunPod's API. Create follows RunPod's documented retry
+table (createPod): 422 never retried; 400 and 403 move to the next GPU type; 402 stops; 429 waits
+`Retry-After`; 5xx and timeouts retry with backoff. Because a create that failed or timed out may
+still have made a pod, the pod is looked up by its name (`lease-<id>`) before any retry and before
+giving up, so a billing pod is never left without a lease.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from aws_lambda_powertools import Logger
+
+from scheduler import SERVICE_NAME
+from scheduler.config import Settings
+from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
+from scheduler.providers.base import (
+    WORKER_NAME_PREFIX,
+    ManagedWorker,
+    Provider,
+    ProviderCapacityError,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    ProvisionedWorker,
+    worker_name,
+)
+
+logger = Logger(child=True)
+
+NAME = "runpod"
+USER_AGENT = f"{SERVICE_NAME}/0.1 (+https://github.com/openalice; python-requests)"
+_TIMEOUT = (3.05, 15.0)  # connect, read — every call has both
+_GONE_STATUSES = frozenset({"TERMINATED"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounds on retrying one RunPod call: attempts, backoff with full jitter, and total time."""
+
+    attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 5.0
+    total_seconds: float = 20.0
+    release_confirm_seconds: float = 10.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def backoff(self, attempt: int) -> float:
+        """Full-jitter exponential backoff for retry number `attempt` (0-based)."""
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))  # noqa: S311 - jitter, not crypto
+
+
+class _Transient(Exception):
+    """A 429, 5xx, timeout or connection failure: worth another try after `delay` seconds."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+def from_settings(settings: Settings) -> RunPodProvider:
+    """The driver, active only when an API key is configured (env locally, Secrets Manager in AWS)."""
+    if settings.runpod_api_key is not None:
+        key = settings.runpod_api_key.get_secret_value()
+        api_key: Callable[[], str | None] = lambda: key  # noqa: E731
+    elif settings.runpod_api_key_secret_arn:
+        api_key = _secret_reader(settings.runpod_api_key_secret_arn)
+    else:
+        api_key = lambda: None  # noqa: E731
+    return RunPodProvider(
+        api=RunPodApi(settings.runpod_api_url, api_key),
+        templates={
+            WorkerKind.RENDERER: settings.runpod_renderer_template,
+            WorkerKind.ANIM: settings.runpod_anim_template,
+        },
+        gpu_types={
+            GpuClass.ENTRY: settings.runpod_gpu_types_entry,
+            GpuClass.MID: settings.runpod_gpu_types_mid,
+            GpuClass.HIGH: settings.runpod_gpu_types_high,
+        },
+        http_port=settings.runpod_http_port,
+        configured=settings.runpod_api_key is not None or bool(settings.runpod_api_key_secret_arn),
+    )
+
+
+def _secret_reader(secret_arn: str) -> Callable[[], str | None]:
+    def read() -> str | None:
+        from aws_lambda_powertools.utilities import parameters
+
+        # Cached for five minutes: a rotated key takes effect without a redeploy.
+        return str(parameters.get_secret(secret_arn, max_age=300))
+
+    return read
+
+
+@dataclass
+class RunPodResponse:
+    """One HTTP answer from RunPod."""
+
+    status: int
+    body: Any
+    retry_after: float | None
+
+    @property
+    def detail(self) -> str:
+        """RunPod's problem `detail` (and `errors`), or the raw body."""
+        if isinstance(self.body, dict):
+            errors = self.body.get("errors") or []
+            detail = str(self.body.get("detail") or self.body.get("title") or "")
+            return f"{detail} {'; '.join(map(str, errors))}".strip()
+        return str(self.body)[:300]
+
+
+class RunPodApi:
+    """HTTP to RunPod REST v2: bearer auth, an explicit User-Agent, timeouts on every call."""
+
+    def __init__(
+        self, base_url: str, api_key: Callable[[], str | None], session: requests.Session | None = None
+    ) -> None:
+        self._base = base_url.rstrip("/")
+        self._api_key = api_key
+        self._session = session or requests.Session()
+        self._session.headers.update({"User-Agent": USER_AGENT, "Accept": "application/json"})
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> RunPodResponse:
+        """One request; raises _Transient for 429/5xx/timeouts/connection failures."""
+        key = self._api_key()
+        if not key:
+            raise ProviderUnreachable("no RunPod API key is configured")
+        try:
+            response = self._session.request(
+                method,
+                f"{self._base}{path}",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=_TIMEOUT,
+            )
+        except (requests.Timeout, requests.ConnectionError) as error:
+            raise _Transient(f"{method} {path}: {type(error).__name__}") from error
+        try:
+            parsed: Any = response.json() if response.content else None
+        except ValueError:
+            parsed = response.text
+        retry_after = _seconds(response.headers.get("Retry-After"))
+        result = RunPodResponse(response.status_code, parsed, retry_after)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Transient(f"{method} {path}: HTTP {response.status_code} {result.detail}", retry_after)
+        return result
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class RunPodProvider(Provider):
+    """GPU pods on RunPod, named `lease-<lease_id>` so the reconciler can find them."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        api: RunPodApi,
+        templates: Mapping[WorkerKind, str | None],
+        gpu_types: Mapping[GpuClass, tuple[str, ...]],
+        http_port: int,
+        configured: bool = True,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._api = api
+        self._templates = dict(templates)
+        self._gpu_types = dict(gpu_types)
+        self._http_port = http_port
+        self._configured = configured
+        self._retry = retry or RetryPolicy()
+        if not configured:
+            logger.warning("runpod is in PROVIDERS but no API key is configured; it will serve nothing")
+
+    def available(self, request: LeaseRequest) -> bool:
+        """GPU leases of a kind with a template, a class with GPU types, and an API key."""
+        return self._configured and bool(self._templates.get(request.kind)) and bool(self._gpu_types.get(request.gpu))
+
+    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+        """Create the pod on the first GPU type RunPod can place, per RunPod's retry table."""
+        name = worker_name(lease.lease_id)
+        body_without_gpu = {
+            "name": name,
+            "templateId": self._templates[lease.kind],
+            "env": {**env, "LEASE_ID": lease.lease_id, "LEASE_EXPIRES_AT": format_time(lease.expires_at)},
+        }
+        deadline = time.monotonic() + self._retry.total_seconds
+        refusals: list[str] = []
+        for gpu_id in self._gpu_types.get(lease.gpu, ()):
+            body = {**body_without_gpu, "gpu": {"id": gpu_id, "count": 1}}
+            answer = self._create_one(name, body, deadline)
+            if isinstance(answer, ProvisionedWorker):
+                return answer
+            refusals.append(f"{gpu_id}: {answer}")
+        raise ProviderCapacityError(f"RunPod could not place any GPU type for {lease.gpu}: {' | '.join(refusals)}")
+
+    def _create_one(self, name: str, body: dict[str, Any], deadline: float) -> ProvisionedWorker | str:
+        """The worker, or why this GPU type was skipped; raises when no candidate can succeed."""
+        attempt = 0
+        while True:
+            try:
+                response = self._api.call("POST", "/v2/pods", body)
+            except _Transient as error:
+                # The create may have happened anyway: adopt that pod rather than make a second.
+                existing = self._find_by_name(name)
+                if existing is not None:
+                    logger.warning("create failed but the pod exists; adopting it", extra={"pod": existing["id"]})
+                    return self._worker(existing)
+                delay = error.delay if error.delay is not None else self._retry.backoff(attempt)
+                attempt += 1
+                if attempt >= self._retry.attempts or time.monotonic() + delay > deadline:
+                    raise ProviderUnreachable(f"RunPod did not create the pod: {error}") from error
+                self._retry.sleep(delay)
+                continue
+            status = response.status
+            if status == 201 and isinstance(response.body, dict):
+                return self._worker(response.body)
+            if status in (400, 403):
+                return f"HTTP {status} {response.detail}"
+            if status == 402:
+                raise ProviderRequestFailed(f"RunPod refused: insufficient account balance ({response.detail})")
+            if status == 422:
+                raise ProviderRequestFailed(
+                    f"RunPod rejected the pod request as invalid (a bug on our side): {response.detail}"
+                )
+            if status == 401:
+                raise ProviderRequestFailed("RunPod rejected the API key (401)")
+            if status == 404:
+                raise ProviderRequestFailed(f"RunPod does not know the template {body.get('templateId')!r}")
+            raise ProviderRequestFailed(f"RunPod answered HTTP {status}: {response.detail}")
+
+    def release(self, lease_id: str, token: str | None) -> None:
+        """Terminate the pod (all pods of the lease when no token) and confirm it is gone."""
+        tokens = [token] if token else [pod["id"] for pod in self._pods_named(worker_name(lease_id))]
+        for pod_id in tokens:
+            response = self._idempotent("DELETE", f"/v2/pods/{pod_id}")
+            if response.status not in (204, 404):
+                raise ProviderRequestFailed(
+                    f"RunPod would not terminate pod {pod_id}: HTTP {response.status} {response.detail}"
+                )
+            self._confirm_gone(pod_id)
+
+    def list_managed(self) -> list[ManagedWorker]:
+        """Every live pod named `lease-*`."""
+        if not self._configured:
+            return []
+        return [
+            ManagedWorker(
+                lease_id=pod["name"].removeprefix(WORKER_NAME_PREFIX),
+                token=pod["id"],
+                created_at=_parse_time(pod.get("createdAt")),
+            )
+            for pod in self._list_pods()
+            if str(pod.get("name", "")).startswith(WORKER_NAME_PREFIX)
+        ]
+
+    def _worker(self, pod: Mapping[str, Any]) -> ProvisionedWorker:
+        cost = pod.get("cost")
+        return ProvisionedWorker(
+            token=str(pod["id"]),
+            endpoint=f"https://{pod['id']}-{self._http_port}.proxy.runpod.net",
+            cost_per_hour=float(cost) if isinstance(cost, int | float) else None,
+        )
+
+    def _confirm_gone(self, pod_id: str) -> None:
+        deadline = time.monotonic() + self._retry.release_confirm_seconds
+        attempt = 0
+        while True:
+            response = self._idempotent("GET", f"/v2/pods/{pod_id}")
+            if response.status == 404:
+                return
+            if (
+                response.status == 200
+                and isinstance(response.body, dict)
+                and response.body.get("status") in _GONE_STATUSES
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise ProviderRequestFailed(f"RunPod pod {pod_id} is still present after termination")
+            self._retry.sleep(min(1.0, 0.1 * 2**attempt))
+            attempt += 1
+
+    def _find_by_name(self, name: str) -> dict[str, Any] | None:
+        try:
+            pods = self._pods_named(name)
+        except ProviderRequestFailed:
+            return None
+        return pods[0] if pods else None
+
+    def _pods_named(self, name: str) -> list[dict[str, Any]]:
+        return [pod for pod in self._list_pods() if pod.get("name") == name]
+
+    def _list_pods(self) -> list[dict[str, Any]]:
+        response = self._idempotent("GET", "/v2/pods")
+        if response.status != 200 or not isinstance(response.body, dict):
+            raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
+        return [pod for pod in response.body.get("pods", []) if pod.get("status") not in _GONE_STATUSES]
+
+    def _idempotent(self, method: str, path: str) -> RunPodResponse:
+        """A GET or DELETE, retried on 429/5xx/timeouts within the policy's bounds."""
+        deadline = time.monotonic() + self._retry.total_seconds
+        attempt = 0
+        while True:
+            try:
+                return self._api.call(method, path)
+            except ProviderUnreachable as error:
+                raise ProviderRequestFailed(str(error)) from error
+            except _Transient as error:
+                delay = error.delay if error.delay is not None else self._retry.backoff(attempt)
+                attempt += 1
+                if attempt >= self._retry.attempts or time.monotonic() + delay > deadline:
+                    raise ProviderRequestFailed(f"RunPod is not answering: {error}") from error
+                self._retry.sleep(delay)
+
+
+def _parse_time(value: object) -> datetime:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    return datetime.now(UTC)

@@ -1,0 +1,1 @@
+"""Local fakes of third-party services, for tests only (never imported by `layers/` or `functions/`)."""
