@@ -48,6 +48,27 @@ class _AuthorizerCache:
                 self._results[key] = (time.monotonic() + self._ttl, allowed, context)
 
 
+class _TokenBucket:
+    """API Gateway's per-route throttle: `rate` requests a second, bursts up to `burst`."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self._rate = rate
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def admit(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
+            self._stamp = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
 class LocalHttpApi(ThreadingHTTPServer):
     """The HTTP API on a loopback port."""
 
@@ -61,6 +82,12 @@ class LocalHttpApi(ThreadingHTTPServer):
         ttl = template.authorizer.ttl_seconds if template.authorizer else 0
         self.authorizer_cache = _AuthorizerCache(ttl)
         self.api_id = "local"
+        edge = template.edge
+        self.throttles: dict[str, _TokenBucket] = {}
+        if edge.rate_limit is not None and edge.burst_limit is not None:
+            self.throttles = {
+                route.route_key: _TokenBucket(edge.rate_limit, edge.burst_limit) for route in template.routes
+            }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -82,6 +109,34 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._serve()
 
+    def do_OPTIONS(self) -> None:
+        edge = self.server.template.edge
+        origin = self.headers.get("Origin")
+        if not edge.cors_origins:
+            self._send(HTTPStatus.NOT_FOUND, {"message": "Not Found"}, "")
+            return
+        # A CORS preflight, answered by API Gateway itself: allowed origins get the allow headers.
+        self.send_response(HTTPStatus.NO_CONTENT)
+        if origin and self._origin_allowed(origin):
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Methods", ",".join(edge.cors_methods))
+            self.send_header("Access-Control-Allow-Headers", ",".join(header.lower() for header in edge.cors_headers))
+            self.send_header("Access-Control-Max-Age", str(edge.cors_max_age))
+            self.send_header("Vary", "Origin")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _origin_allowed(self, origin: str) -> bool:
+        allowed = self.server.template.edge.cors_origins
+        return "*" in allowed or origin in allowed
+
+    def end_headers(self) -> None:
+        origin = self.headers.get("Origin") if self.command != "OPTIONS" else None
+        if origin and self.server.template.edge.cors_origins and self._origin_allowed(origin):
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Vary", "Origin")
+        super().end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the functions' own logs are the access log
 
@@ -98,6 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.NOT_FOUND, {"message": "Not Found"}, request_id)
             return
         route, path_parameters = found
+        throttle = self.server.throttles.get(route.route_key)
+        if throttle is not None and not throttle.admit():
+            self._send(HTTPStatus.TOO_MANY_REQUESTS, {"message": "Too Many Requests"}, request_id)
+            return
         event = self._event(route, path_parameters, url.path, url.query, body, request_id)
         if route.authorized:
             refusal = self._authorize(event)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import sys
@@ -92,6 +93,12 @@ def docker_target(state_dir: Path) -> DockerTarget:
 _LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 
+def _default_name(table_id: str) -> str:
+    """`LeaseCountersTable` → `openalice-scheduler-lease-counters`."""
+    words = re.findall(r"[A-Z][a-z0-9]*", table_id.removesuffix("Table"))
+    return "openalice-scheduler-" + "-".join(word.lower() for word in words)
+
+
 def _local_engine_answers() -> bool:
     if not Path(_LOCAL_ENGINE.removeprefix("unix://")).exists():
         return False
@@ -156,9 +163,18 @@ class LocalStack:
         self._cleanups.append(database.stop)
         _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
         client = database.client()
-        table_id, definition = next(iter(self.template.tables.items()))
-        stream_arn = create_table(client, self.table_name, definition)
-        _progress(f"table {self.table_name} created from template resource {table_id}")
+        table_names: dict[str, str] = {}
+        stream_arns: dict[str, str] = {}
+        for table_id, definition in self.template.tables.items():
+            variable = self.template.table_variables[table_id]
+            name = (
+                self.table_name if variable == "LEASES_TABLE" else os.environ.get(variable) or _default_name(table_id)
+            )
+            arn = create_table(client, name, definition)
+            table_names[variable] = name
+            if arn:
+                stream_arns[table_id] = arn
+            _progress(f"table {name} ({variable}) created from template resource {table_id}")
 
         target = docker_target(self.state_dir)
         if target.started is not None:
@@ -169,7 +185,7 @@ class LocalStack:
             **target.environment,
             "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
-            "LEASES_TABLE": self.table_name,
+            **table_names,
             "INTERNAL_SECRET": secret,
             "DOCKER_NETWORK": os.environ.get("DOCKER_NETWORK", "none"),
             "POWERTOOLS_METRICS_NAMESPACE": "OpenAliceScheduler",
@@ -186,20 +202,28 @@ class LocalStack:
                     f"[devstack] {function} refused to start: {error.payload.get('errorMessage')}"
                 ) from error
 
-        ttl_definition = definition.get("TimeToLiveSpecification", {})
-        ttl = TtlEmulator(
-            client, self.table_name, "lease_id", ttl_definition.get("AttributeName", "ttl"), self.ttl_lag_seconds
-        )
-        self._every(1.0, ttl.run_once, "ttl")
+        emulators: dict[str, TtlEmulator] = {}
+        for table_id, definition in self.template.tables.items():
+            ttl_spec = definition.get("TimeToLiveSpecification") or {}
+            if ttl_spec.get("Enabled"):
+                emulator = TtlEmulator(
+                    client,
+                    table_names[self.template.table_variables[table_id]],
+                    self.template.hash_key(table_id),
+                    ttl_spec["AttributeName"],
+                    self.ttl_lag_seconds,
+                )
+                emulators[table_id] = emulator
+                self._every(1.0, emulator.run_once, f"ttl:{table_id}")
         for mapping in self.template.stream_mappings:
-            if stream_arn is None:
+            if mapping.table not in stream_arns:
                 continue
             poller = StreamMapping(
                 database.client("dynamodbstreams"),
-                stream_arn,
+                stream_arns[mapping.table],
                 mapping,
                 lambdas,
-                ttl,
+                emulators.get(mapping.table),
                 self.state_dir / "stream-failures",
             )
             self._thread(poller.run, f"stream:{mapping.function}")
@@ -237,7 +261,8 @@ class LocalStack:
         shown = {
             key: environment[key]
             for key in sorted(environment)
-            if key.startswith(("AWS_", "DOCKER_", "LEASES_", "PROVIDERS", "RENDERER_", "ANIM_", "POWERTOOLS_"))
+            if key.startswith(("AWS_", "DOCKER_", "PROVIDERS", "RENDERER_", "ANIM_", "POWERTOOLS_", "RUNPOD_API_URL"))
+            or key.endswith("_TABLE")
         }
         path = self.state_dir / "functions.env.json"
         path.write_text(json.dumps({"Parameters": shown}, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,18 @@ class AuthorizerSpec:
 
 
 @dataclass(frozen=True)
+class EdgeSpec:
+    """What API Gateway itself does before any function runs: throttling and CORS."""
+
+    burst_limit: int | None = None
+    rate_limit: float | None = None
+    cors_origins: tuple[str, ...] = ()
+    cors_methods: tuple[str, ...] = ()
+    cors_headers: tuple[str, ...] = ()
+    cors_max_age: int = 0
+
+
+@dataclass(frozen=True)
 class StreamMappingSpec:
     """A DynamoDB event source mapping."""
 
@@ -123,6 +136,9 @@ class SamTemplate:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     stream_mappings: list[StreamMappingSpec] = field(default_factory=list)
     schedules: list[ScheduleSpec] = field(default_factory=list)
+    table_variables: dict[str, str] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    edge: EdgeSpec = field(default_factory=EdgeSpec)
 
     @classmethod
     def load(cls, path: Path = TEMPLATE) -> SamTemplate:
@@ -130,6 +146,7 @@ class SamTemplate:
         raw = load_yaml(path)
         template = cls(raw=raw)
         globals_ = raw.get("Globals", {}).get("Function", {})
+        template.parameters = {name: spec.get("Default") for name, spec in raw.get("Parameters", {}).items()}
         resources: dict[str, dict[str, Any]] = raw.get("Resources", {})
         for logical_id, resource in resources.items():
             kind, props = resource.get("Type"), resource.get("Properties", {})
@@ -137,9 +154,76 @@ class SamTemplate:
                 template.tables[logical_id] = props
             elif kind == "AWS::Serverless::HttpApi":
                 template.authorizer = _authorizer(props)
+                template._http_api_props = props
             elif kind == "AWS::Serverless::Function":
                 template._add_function(logical_id, props, globals_, path.parent)
+        if template._http_api_props is not None:
+            template.edge = template._edge(template._http_api_props)
+        # The functions learn each table's name from a Globals variable (`LEASES_TABLE: !Ref LeasesTable`).
+        for variable, value in globals_.get("Environment", {}).get("Variables", {}).items():
+            if isinstance(value, dict) and value.get("Ref") in template.tables:
+                template.table_variables[value["Ref"]] = variable
         return template
+
+    _http_api_props: dict[str, Any] | None = None
+
+    def parameter(self, name: str) -> Any:
+        """A template parameter: the environment's `UPPER_SNAKE` variable if set, else its default."""
+        variable = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+        value = os.environ.get(variable)
+        return value if value is not None else self.parameters.get(name)
+
+    def resolve(self, value: Any) -> Any:
+        """Resolve the intrinsics the local stack understands: Ref to a parameter, and If on a condition."""
+        if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in self.parameters:
+            resolved = self.parameter(value["Ref"])
+            spec = self.raw["Parameters"][value["Ref"]]
+            if spec.get("Type") == "CommaDelimitedList":
+                return [part.strip() for part in str(resolved or "").split(",") if part.strip()]
+            return resolved
+        if isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, when_true, when_false = value["Fn::If"]
+            return self.resolve(when_true if self.condition(condition) else when_false)
+        if isinstance(value, dict):
+            return {key: self.resolve(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        return value
+
+    def condition(self, name: str) -> bool:
+        """Evaluate a template condition built from Equals/Not/Join over parameters."""
+        return bool(self._evaluate(self.raw["Conditions"][name]))
+
+    def _evaluate(self, expression: Any) -> Any:
+        if isinstance(expression, dict) and "Fn::Equals" in expression:
+            left, right = (self._evaluate(item) for item in expression["Fn::Equals"])
+            return left == right
+        if isinstance(expression, dict) and "Fn::Not" in expression:
+            return not self._evaluate(expression["Fn::Not"][0])
+        if isinstance(expression, dict) and "Fn::Join" in expression:
+            separator, items = expression["Fn::Join"]
+            return separator.join(str(item) for item in self._evaluate(items))
+        if isinstance(expression, dict) and "Condition" in expression:
+            return self.condition(expression["Condition"])
+        return self.resolve(expression)
+
+    def _edge(self, props: dict[str, Any]) -> EdgeSpec:
+        routes = self.resolve(props.get("DefaultRouteSettings", {}))
+        cors = self.resolve(props.get("CorsConfiguration"))
+        cors = cors if isinstance(cors, dict) else {}
+        return EdgeSpec(
+            burst_limit=int(routes["ThrottlingBurstLimit"]) if routes.get("ThrottlingBurstLimit") else None,
+            rate_limit=float(routes["ThrottlingRateLimit"]) if routes.get("ThrottlingRateLimit") else None,
+            cors_origins=tuple(cors.get("AllowOrigins", [])),
+            cors_methods=tuple(cors.get("AllowMethods", [])),
+            cors_headers=tuple(cors.get("AllowHeaders", [])),
+            cors_max_age=int(cors.get("MaxAge", 0)),
+        )
+
+    def hash_key(self, table: str) -> str:
+        """The partition key attribute of a table."""
+        schema = self.tables[table]["KeySchema"]
+        return str(next(key["AttributeName"] for key in schema if key["KeyType"] == "HASH"))
 
     def _add_function(self, logical_id: str, props: dict[str, Any], globals_: dict[str, Any], root: Path) -> None:
         module, handler = str(props["Handler"]).rsplit(".", 1)

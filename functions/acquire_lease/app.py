@@ -1,4 +1,4 @@
-"""POST /v1/lease — acquire a worker."""
+"""POST /v1/lease — acquire a worker (idempotently when the caller sends an Idempotency-Key)."""
 
 from typing import Any
 
@@ -8,13 +8,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.models import LeaseRequest
-from scheduler.runtime import lease_store, provider_registry
+from scheduler.runtime import idempotent_acquire, lease_limits, lease_store, provider_registry
 
 logger = Logger()
 metrics = Metrics()
 store = lease_store()
 providers = provider_registry()
 providers.warm()  # the acquire path always calls a provider: pay its SDK import at init, not per request
+limits = lease_limits()
+acquire_once = idempotent_acquire(store, providers, limits)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -23,11 +25,18 @@ providers.warm()  # the acquire path always calls a provider: pay its SDK import
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the LeaseRequest, acquire, answer 201 with the lease and its provider."""
     lease_request = request.json_body(LeaseRequest)
+    lease_id = leases.new_lease_id()
     logger.append_keys(
-        **{key: value for key in ("owner_id", "correlation_id") if (value := getattr(lease_request, key))}
+        lease_id=lease_id,
+        **{key: value for key in ("owner_id", "correlation_id") if (value := getattr(lease_request, key))},
     )
-    lease = leases.acquire(lease_request, store, providers)
-    metrics.add_dimension("provider", lease.provider)
+    key = request.header("Idempotency-Key")
+    if key is not None:
+        body = acquire_once(key, lease_request, lease_id, context)
+    else:
+        lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id)
+        body = {"lease": lease.wire(), "provider": lease.provider}
+    metrics.add_dimension("provider", str(body["provider"]))
     metrics.add_metric(name="LeaseAcquired", unit=MetricUnit.Count, value=1)
-    logger.info("lease acquired", extra={"lease_id": lease.lease_id, "provider": lease.provider})
-    return json_response(201, {"lease": lease.wire(), "provider": lease.provider})
+    logger.info("lease acquired", extra={"lease_id": body["lease"]["lease_id"], "provider": body["provider"]})
+    return json_response(201, body)

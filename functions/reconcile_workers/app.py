@@ -7,7 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import reconcile
 from scheduler.config import get_settings
-from scheduler.runtime import lease_store, provider_registry
+from scheduler.runtime import lease_limits, lease_store, provider_registry
 
 logger = Logger()
 metrics = Metrics()
@@ -25,10 +25,12 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         providers,
         orphan_grace_seconds=settings.orphan_grace_seconds,
         pending_deadline_seconds=settings.pending_deadline_seconds,
+        limits=lease_limits(settings),
     )
     metrics.add_metric(name="OrphanRemoved", unit=MetricUnit.Count, value=len(report.orphans_removed))
     metrics.add_metric(name="GhostLease", unit=MetricUnit.Count, value=len(report.ghosts_failed))
     metrics.add_metric(name="StuckPendingFailed", unit=MetricUnit.Count, value=len(report.stuck_pending_failed))
+    metrics.add_metric(name="CounterRepaired", unit=MetricUnit.Count, value=len(report.counters_repaired))
     logger.info("reconcile finished", extra={"errors": report.errors})
     return {
         "orphans_removed": len(report.orphans_removed),

@@ -12,6 +12,7 @@ from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import (
     ManagedWorker,
     Provider,
+    ProviderCapacityError,
     ProviderRequestFailed,
     ProvisionedWorker,
 )
@@ -25,7 +26,10 @@ class CountingProvider(Provider):
 
     name = "local-docker"
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "local-docker", *, full: bool = False, fail: bool = False) -> None:
+        self.name = name
+        self.full = full  # every provision answers "no capacity"
+        self.fail = fail  # every provision fails outright
         self.workers: dict[str, ManagedWorker] = {}
         self.release_calls: list[str] = []
         self.fail_releases = 0
@@ -35,6 +39,10 @@ class CountingProvider(Provider):
         return True
 
     def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+        if self.full:
+            raise ProviderCapacityError(f"{self.name} is full")
+        if self.fail:
+            raise ProviderRequestFailed(f"{self.name} refused the worker")
         token = f"w-{uuid.uuid4().hex[:10]}"
         self.add_worker(lease.lease_id, token, NOW)
         return ProvisionedWorker(token=token, endpoint=None)
@@ -58,6 +66,9 @@ class CountingProvider(Provider):
             return list(self.workers.values())
 
 
-def registry_of(provider: CountingProvider) -> ProviderRegistry:
-    """A registry whose only provider is `provider`."""
-    return ProviderRegistry(Settings(providers=(provider.name,)), factories={provider.name: lambda _: provider})
+def registry_of(*providers: CountingProvider) -> ProviderRegistry:
+    """A registry of `providers`, in policy order."""
+    return ProviderRegistry(
+        Settings(providers=tuple(provider.name for provider in providers)),
+        factories={provider.name: (lambda _, chosen=provider: chosen) for provider in providers},
+    )

@@ -26,6 +26,9 @@ class Settings(BaseModel):
 
     providers: tuple[str, ...] = ("local-docker",)
     leases_table: str = "openalice-scheduler-leases"
+    counters_table: str = "openalice-scheduler-counters"
+    idempotency_table: str = "openalice-scheduler-idempotency"
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
     renderer_image: str = "openalice/renderer:latest"
     anim_image: str = "openalice/anim:latest"
     docker_network: str = "bridge"
@@ -56,6 +59,9 @@ class Settings(BaseModel):
         """Parse the environment; a bad value stops the function at init with the variable named."""
         names = {
             "leases_table": "LEASES_TABLE",
+            "counters_table": "COUNTERS_TABLE",
+            "idempotency_table": "IDEMPOTENCY_TABLE",
+            "idempotency_ttl_seconds": "IDEMPOTENCY_TTL_SECONDS",
             "renderer_image": "RENDERER_IMAGE",
             "anim_image": "ANIM_IMAGE",
             "docker_network": "DOCKER_NETWORK",

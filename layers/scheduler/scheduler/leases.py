@@ -8,12 +8,14 @@ from datetime import datetime
 
 from aws_lambda_powertools import Logger
 
-from scheduler.errors import NoCapacity, ProviderFailed, StoreUnavailable
+from scheduler.errors import NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
+from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseRequest, LeaseStatus, ListFilter, expiry_after, utc_now
 from scheduler.policy import candidates_for, provision_first_available
-from scheduler.providers.base import Provider, ProviderRequestFailed
+from scheduler.providers.base import Provider, ProviderCapacityError, ProviderRequestFailed
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
+from scheduler.store.counters import LimitReached
 from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
@@ -21,14 +23,25 @@ logger = Logger(child=True)
 Clock = Callable[[], datetime]
 
 
-def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now) -> Lease:
-    """Record a pending lease, provision a worker on the first provider with capacity, activate it."""
+def acquire(
+    request: LeaseRequest,
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    limits: LeaseLimits | None = None,
+    clock: Clock = utc_now,
+    lease_id: str | None = None,
+) -> Lease:
+    """Record a pending lease, provision a worker on the first provider with capacity, activate it.
+
+    `lease_id` lets the caller name the lease up front (so its log lines carry it); default a new UUID.
+    """
+    limits = limits or LeaseLimits()
     candidates = candidates_for(providers.in_order(), request)
     if not candidates:
         raise NoCapacity(f"no configured provider offers kind={request.kind} gpu={request.gpu}")
     now = clock()
-    pending = Lease(
-        lease_id=str(uuid.uuid4()),
+    draft = Lease(
+        lease_id=lease_id or new_lease_id(),
         provider=candidates[0].name,
         kind=request.kind,
         gpu=request.gpu,
@@ -40,20 +53,26 @@ def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistr
         region=request.region,
         ttl_seconds=request.ttl_seconds,
     )
-    logger.append_keys(lease_id=pending.lease_id)
-    store.create_pending(pending)
+    slots = _Slots(store, limits, draft)
+    pending, remaining, refusals = slots.record_pending(candidates)
     # From here to `activate`, a crash leaves a `pending` row, and any worker made for it carries the
     # lease id (container label / pod name). The reconciler finds pending rows older than
     # PENDING_DEADLINE_SECONDS, removes every worker with that lease id on every provider, and ends
-    # the row as `failed`; a worker whose row never became live is an orphan it removes after grace.
+    # the row as `failed` (giving its slots back); a worker whose row never became live is an orphan
+    # it removes after the grace period.
     try:
-        provider, worker = provision_first_available(candidates, pending, request.env)
+        provider, worker = provision_first_available(
+            remaining, pending, request.env, before_attempt=slots.hold_for, refusals=refusals
+        )
     except NoCapacity:
-        store.fail_pending(pending.lease_id, clock())
+        store.fail_pending(pending.lease_id, clock(), slots.held)
         raise
+    except LeaseStateChanged as error:
+        _remove_everywhere(remaining, pending.lease_id)
+        raise NoCapacity("the lease ended before its worker was ready; try again") from error
     except ProviderRequestFailed as error:
-        _remove_everywhere(candidates, pending.lease_id)
-        store.fail_pending(pending.lease_id, clock())
+        _remove_everywhere(remaining, pending.lease_id)
+        store.fail_pending(pending.lease_id, clock(), slots.held)
         raise ProviderFailed(str(error), details={"lease_id": pending.lease_id}) from error
     try:
         return store.activate(pending.lease_id, provider.name, worker)
@@ -64,6 +83,59 @@ def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistr
         if isinstance(error, StoreUnavailable):
             raise
         raise NoCapacity("the lease ended before its worker was ready; try again") from error
+
+
+class _Slots:
+    """The cap and quota slots one acquire holds, taken atomically with the lease's own writes."""
+
+    def __init__(self, store: LeaseStore, limits: LeaseLimits, draft: Lease) -> None:
+        self._store = store
+        self._limits = limits
+        self._draft = draft
+        self._owner = limits.for_owner(draft.owner_id)
+        self._provider: str | None = None
+        self.held: tuple[str, ...] = ()
+
+    def record_pending(self, candidates: list[Provider]) -> tuple[Lease, list[Provider], dict[str, str]]:
+        """Write the pending lease with the owner's slot and the first provider slot that is free."""
+        refusals: dict[str, str] = {}
+        for index, provider in enumerate(candidates):
+            cap = self._limits.for_provider(provider.name)
+            taken = [limit for limit in (self._owner, cap) if limit is not None]
+            lease = self._draft.model_copy(update={"provider": provider.name})
+            try:
+                self._store.create_pending(lease, taken)
+            except LimitReached as reached:
+                if reached.limit == self._owner:
+                    raise QuotaExceeded(
+                        f"owner {self._draft.owner_id!r} already holds {reached.limit.maximum} live leases,"
+                        f" the limit (MAX_LEASES_PER_OWNER={reached.limit.maximum})",
+                        details={"limit": reached.limit.maximum},
+                    ) from reached
+                refusals[provider.name] = f"at its cap of {reached.limit.maximum} live leases"
+                continue
+            self._provider = provider.name
+            self.held = tuple(sorted(limit.counter for limit in taken))
+            return lease, candidates[index:], refusals
+        raise NoCapacity("every provider is at its lease cap", details={"providers": refusals})
+
+    def hold_for(self, provider: Provider) -> None:
+        """Before trying `provider`: move the provider slot to it (failover), or refuse if it is full."""
+        if provider.name == self._provider:
+            return
+        old = self._limits.for_provider(self._provider) if self._provider else None
+        new = self._limits.for_provider(provider.name)
+        if old is not None or new is not None:
+            try:
+                self.held = self._store.move_slot(self._draft.lease_id, self.held, old.counter if old else None, new)
+            except LimitReached as reached:
+                raise ProviderCapacityError(f"at its cap of {reached.limit.maximum} live leases") from reached
+        self._provider = provider.name
+
+
+def new_lease_id() -> str:
+    """A fresh lease id (a UUID: unguessable, and safe in container and pod names)."""
+    return str(uuid.uuid4())
 
 
 def get(lease_id: str, store: LeaseStore) -> Lease:

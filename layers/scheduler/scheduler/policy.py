@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 
@@ -19,12 +19,22 @@ def candidates_for(providers: Sequence[Provider], request: LeaseRequest) -> list
 
 
 def provision_first_available(
-    candidates: Sequence[Provider], lease: Lease, env: Mapping[str, str]
+    candidates: Sequence[Provider],
+    lease: Lease,
+    env: Mapping[str, str],
+    before_attempt: Callable[[Provider], None] | None = None,
+    refusals: dict[str, str] | None = None,
 ) -> tuple[Provider, ProvisionedWorker]:
-    """Provision on the first candidate that has capacity; NoCapacity when none has."""
-    refusals: dict[str, str] = {}
+    """Provision on the first candidate that has capacity; NoCapacity when none has.
+
+    `before_attempt` runs before each try (e.g. to take the provider's cap slot) and may itself
+    refuse with ProviderCapacityError.
+    """
+    refusals = dict(refusals or {})
     for provider in candidates:
         try:
+            if before_attempt is not None:
+                before_attempt(provider)
             return provider, provider.provision(lease, env)
         except ProviderCapacityError as error:
             logger.warning(

@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 
 from aws_lambda_powertools import Logger
 
+from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseStatus, utc_now
 from scheduler.providers.base import ManagedWorker, ProviderRequestFailed
 from scheduler.providers.registry import ProviderRegistry
-from scheduler.store import LeaseStore
+from scheduler.store import LeaseStore, counters
 from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
@@ -24,6 +25,7 @@ class ReconcileReport:
     orphans_removed: list[str] = field(default_factory=list)
     ghosts_failed: list[str] = field(default_factory=list)
     stuck_pending_failed: list[str] = field(default_factory=list)
+    counters_repaired: dict[str, tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
@@ -33,6 +35,7 @@ def reconcile(
     *,
     orphan_grace_seconds: int,
     pending_deadline_seconds: int,
+    limits: LeaseLimits | None = None,
     clock: Callable[[], datetime] = utc_now,
 ) -> ReconcileReport:
     """Remove orphans, fail ghosts, and clean up leases stuck in `pending`."""
@@ -82,7 +85,26 @@ def reconcile(
                 _fail(lease, store, providers, clock, report.ghosts_failed, report.errors, token=lease.provider_token)
         elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
             _fail(lease, store, providers, clock, report.stuck_pending_failed, report.errors, token=None)
+    if limits is not None and limits.active:
+        report.counters_repaired = repair_counters(store)
     return report
+
+
+def repair_counters(store: LeaseStore) -> dict[str, tuple[int, int]]:
+    """Set every cap/quota counter that drifted to what the live leases actually hold.
+
+    Counters are read first, then the live leases; a counter that changes in between is left for
+    the next pass (the conditional write refuses it), so a repair never undoes a concurrent acquire.
+    """
+    stored = store.counter_values()
+    expected = counters.expected_counts(store.live_holds())
+    repaired: dict[str, tuple[int, int]] = {}
+    for counter in sorted(set(stored) | set(expected)):
+        seen, actual = stored.get(counter, 0), expected.get(counter, 0)
+        if seen != actual and store.repair_counter(counter, seen, actual):
+            repaired[counter] = (seen, actual)
+            logger.warning("lease counter repaired", extra={"counter": counter, "was": seen, "now": actual})
+    return repaired
 
 
 def _fail(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from scheduler.config import Settings, get_settings
+from scheduler.idempotency import IdempotentAcquire
+from scheduler.limits import LeaseLimits
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
 
@@ -27,6 +29,27 @@ def lease_store(settings: Settings | None = None) -> LeaseStore:
         shards=settings.live_index_shards,
         retention_seconds=settings.retention_seconds,
         release_claim_seconds=settings.release_claim_seconds,
+        counters_table=settings.counters_table,
+    )
+
+
+def lease_limits(settings: Settings | None = None) -> LeaseLimits:
+    """The provider caps and owner quota the environment sets."""
+    return LeaseLimits.from_settings(settings or get_settings())
+
+
+def idempotent_acquire(
+    store: LeaseStore, providers: ProviderRegistry, limits: LeaseLimits, settings: Settings | None = None
+) -> IdempotentAcquire:
+    """Acquire behind powertools' Idempotency utility, on the idempotency table, sharing the store's client."""
+    from scheduler import leases
+
+    settings = settings or get_settings()
+    return IdempotentAcquire(
+        lambda request, lease_id: leases.acquire(request, store, providers, limits, lease_id=lease_id),
+        settings.idempotency_table,
+        store.client,
+        settings.idempotency_ttl_seconds,
     )
 
 

@@ -16,20 +16,21 @@ import contextlib
 import json
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner, StoreUnavailable
-from scheduler.models import GpuClass, Lease, LeaseStatus, ListFilter, WorkerKind
+from scheduler.models import Lease, LeaseStatus, ListFilter
 from scheduler.providers.base import ProvisionedWorker
+from scheduler.store import counters
+from scheduler.store.counters import Limit, LimitReached
+from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
 
 LIVE_INDEX = "live-by-due"
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600
-
-Item = dict[str, dict[str, Any]]
 
 
 class LeaseStateChanged(Exception):
@@ -43,6 +44,7 @@ class Claim:
     lease: Lease
     claim_id: str
     outcome: LeaseStatus
+    held_counters: tuple[str, ...] = ()
 
 
 @dataclass
@@ -53,52 +55,6 @@ class ReadCounters:
     items: int = 0
     capacity_units: float = 0.0
     by_operation: dict[str, int] = field(default_factory=dict)
-
-
-def _epoch(value: datetime) -> int:
-    return int(value.timestamp())
-
-
-def _from_epoch(value: str) -> datetime:
-    return datetime.fromtimestamp(int(float(value)), UTC)
-
-
-def _s(value: str | None) -> dict[str, Any]:
-    return {"NULL": True} if value is None else {"S": value}
-
-
-def _n(value: float | int) -> dict[str, str]:
-    return {"N": str(value)}
-
-
-def lease_from_item(item: Item) -> Lease:
-    """Build the wire model from a DynamoDB item (table, index or stream image)."""
-
-    def text(name: str) -> str | None:
-        return item.get(name, {}).get("S")
-
-    def number(name: str) -> str | None:
-        return item.get(name, {}).get("N")
-
-    released = number("released_epoch")
-    cost = number("cost_per_hour")
-    return Lease(
-        lease_id=item["lease_id"]["S"],
-        provider=item["provider"]["S"],
-        kind=WorkerKind(item["kind"]["S"]),
-        gpu=GpuClass(item["gpu"]["S"]),
-        status=LeaseStatus(item["status"]["S"]),
-        endpoint=text("endpoint"),
-        created_at=_from_epoch(item["created_epoch"]["N"]),
-        expires_at=_from_epoch(item["expires_epoch"]["N"]),
-        released_at=_from_epoch(released) if released else None,
-        provider_token=text("provider_token"),
-        owner_id=text("owner_id"),
-        correlation_id=text("correlation_id"),
-        region=text("region"),
-        ttl_seconds=int(item["ttl_seconds"]["N"]),
-        cost_per_hour=float(cost) if cost else None,
-    )
 
 
 class LeaseStore:
@@ -112,8 +68,10 @@ class LeaseStore:
         shards: int = 1,
         retention_seconds: int = 7 * 24 * 3600,
         release_claim_seconds: int = 120,
+        counters_table: str | None = None,
     ) -> None:
         self.table_name = table_name
+        self.counters_table = counters_table
         self._client = client
         self._shards = shards
         self._retention = retention_seconds
@@ -121,59 +79,99 @@ class LeaseStore:
         self.reads = ReadCounters()
         self._errors = client.exceptions
 
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client, for utilities that keep their own table (idempotency records)."""
+        return self._client
+
     # --- acquire -------------------------------------------------------------------------------
 
-    def create_pending(self, lease: Lease) -> None:
-        """Record the lease as `pending` before any provider is asked for a worker."""
-        self._call(
-            "PutItem",
-            TableName=self.table_name,
-            Item=self.pending_item(lease),
-            ConditionExpression="attribute_not_exists(lease_id)",
-        )
+    def create_pending(self, lease: Lease, limits: Sequence[Limit] = ()) -> None:
+        """Record the lease as `pending` before any provider is asked for a worker.
+
+        With limits, the same transaction takes a slot of each; LimitReached names the full one
+        and nothing is written.
+        """
+        item = self.pending_item(lease)
+        put = {"TableName": self.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(lease_id)"}
+        if not limits:
+            self._call("PutItem", **put)
+            return
+        held = counters.held_set(limit.counter for limit in limits)
+        if held is not None:
+            item["held_counters"] = held
+        self._transact([{"Put": put}, *(counters.take(self._counters(), limit) for limit in limits)], limits)
+
+    def move_slot(
+        self, lease_id: str, held: tuple[str, ...], give_back: str | None, take: Limit | None
+    ) -> tuple[str, ...]:
+        """Swap the provider slot a `pending` lease holds (failover); returns the counters it now holds."""
+        now_held = tuple(sorted({*held, *([take.counter] if take else [])} - {give_back}))
+        new_set = counters.held_set(now_held)
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"lease_id": string_attr(lease_id)},
+            "ConditionExpression": "#status = :pending",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {":pending": string_attr("pending")},
+            "UpdateExpression": "REMOVE held_counters",
+        }
+        if new_set is not None:
+            update["UpdateExpression"] = "SET held_counters = :held"
+            update["ExpressionAttributeValues"][":held"] = new_set
+        items: list[dict[str, Any]] = [{"Update": update}]
+        if give_back:
+            items.append(counters.give_back(self._counters(), give_back))
+        if take:
+            items.append(counters.take(self._counters(), take))
+        try:
+            self._transact(items, [take] if take else [], offset=len(items) - (1 if take else 0))
+        except self._errors.ConditionalCheckFailedException as lost:
+            raise LeaseStateChanged(lease_id) from lost
+        return now_held
 
     def pending_item(self, lease: Lease) -> Item:
         """The DynamoDB item of a new `pending` lease (live: it carries the sweep index keys)."""
         item: Item = {
-            "lease_id": _s(lease.lease_id),
-            "provider": _s(lease.provider),
-            "kind": _s(lease.kind.value),
-            "gpu": _s(lease.gpu.value),
-            "status": _s(LeaseStatus.PENDING.value),
-            "created_epoch": _n(_epoch(lease.created_at)),
-            "expires_epoch": _n(_epoch(lease.expires_at)),
-            "ttl_seconds": _n(lease.ttl_seconds),
-            "ttl": _n(_epoch(lease.expires_at)),
-            "live_shard": _s(self._shard_of(lease.lease_id)),
-            "due_at": _n(_epoch(lease.expires_at)),
+            "lease_id": string_attr(lease.lease_id),
+            "provider": string_attr(lease.provider),
+            "kind": string_attr(lease.kind.value),
+            "gpu": string_attr(lease.gpu.value),
+            "status": string_attr(LeaseStatus.PENDING.value),
+            "created_epoch": number_attr(epoch(lease.created_at)),
+            "expires_epoch": number_attr(epoch(lease.expires_at)),
+            "ttl_seconds": number_attr(lease.ttl_seconds),
+            "ttl": number_attr(epoch(lease.expires_at)),
+            "live_shard": string_attr(self._shard_of(lease.lease_id)),
+            "due_at": number_attr(epoch(lease.expires_at)),
         }
         for name in ("owner_id", "correlation_id", "region"):
             value = getattr(lease, name)
             if value is not None:
-                item[name] = _s(value)
+                item[name] = string_attr(value)
         return item
 
     def activate(self, lease_id: str, provider: str, worker: ProvisionedWorker) -> Lease:
         """Move a `pending` lease to `active` with its worker; LeaseStateChanged if it is no longer pending."""
         names = {"#status": "status"}
         values: dict[str, Any] = {
-            ":active": _s(LeaseStatus.ACTIVE.value),
-            ":pending": _s(LeaseStatus.PENDING.value),
-            ":provider": _s(provider),
-            ":token": _s(worker.token),
+            ":active": string_attr(LeaseStatus.ACTIVE.value),
+            ":pending": string_attr(LeaseStatus.PENDING.value),
+            ":provider": string_attr(provider),
+            ":token": string_attr(worker.token),
         }
         sets = ["#status = :active", "provider = :provider", "provider_token = :token"]
         if worker.endpoint is not None:
-            values[":endpoint"] = _s(worker.endpoint)
+            values[":endpoint"] = string_attr(worker.endpoint)
             sets.append("endpoint = :endpoint")
         if worker.cost_per_hour is not None:
-            values[":cost"] = _n(worker.cost_per_hour)
+            values[":cost"] = number_attr(worker.cost_per_hour)
             sets.append("cost_per_hour = :cost")
         try:
             response = self._call(
                 "UpdateItem",
                 TableName=self.table_name,
-                Key={"lease_id": _s(lease_id)},
+                Key={"lease_id": string_attr(lease_id)},
                 UpdateExpression="SET " + ", ".join(sets),
                 ConditionExpression="#status = :pending",
                 ExpressionAttributeNames=names,
@@ -184,17 +182,21 @@ class LeaseStore:
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
 
-    def fail_pending(self, lease_id: str, now: datetime) -> None:
+    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = ()) -> None:
         """End a `pending` lease as `failed` (provision failed and its worker was cleaned up)."""
         # A lost condition means someone else (sweep, reconciler) already ended it.
         with contextlib.suppress(LeaseStateChanged):
-            self._finish(lease_id, now, LeaseStatus.FAILED, "#status = :expected", {":expected": _s("pending")})
+            self._finish(
+                lease_id, now, LeaseStatus.FAILED, "#status = :expected", {":expected": string_attr("pending")}, held
+            )
 
     # --- reads ---------------------------------------------------------------------------------
 
     def get(self, lease_id: str) -> Lease:
         """The lease, live or ended within the retention period; LeaseNotFound otherwise."""
-        response = self._call("GetItem", TableName=self.table_name, Key={"lease_id": _s(lease_id)}, ConsistentRead=True)
+        response = self._call(
+            "GetItem", TableName=self.table_name, Key={"lease_id": string_attr(lease_id)}, ConsistentRead=True
+        )
         if "Item" not in response:
             raise LeaseNotFound(f"lease {lease_id} not found")
         return lease_from_item(response["Item"])
@@ -204,17 +206,17 @@ class LeaseStore:
         shard, start_key = self._decode_token(query.next_token)
         names = {"#status": "status"}
         values: dict[str, Any] = {
-            ":shard": _s(str(shard)),
-            ":now": _n(_epoch(now)),
-            ":pending": _s("pending"),
-            ":active": _s("active"),
+            ":shard": string_attr(str(shard)),
+            ":now": number_attr(epoch(now)),
+            ":pending": string_attr("pending"),
+            ":active": string_attr("active"),
         }
         filters = ["#status IN (:pending, :active)"]
         for name in ("owner_id", "kind", "provider"):
             value = getattr(query, name)
             if value is not None:
                 names[f"#{name}"] = name
-                values[f":{name}"] = _s(str(value))
+                values[f":{name}"] = string_attr(str(value))
                 filters.append(f"#{name} = :{name}")
         request: dict[str, Any] = {
             "TableName": self.table_name,
@@ -239,7 +241,7 @@ class LeaseStore:
     def live_leases(self) -> Iterator[Lease]:
         """Every live lease (pending, active, releasing), for the reconciler."""
         for shard in range(self._shards):
-            yield from self._query_index("live_shard = :shard", {":shard": _s(str(shard))}, page_size=500)
+            yield from self._query_index("live_shard = :shard", {":shard": string_attr(str(shard))}, page_size=500)
 
     def due_leases(self, now: datetime, limit: int = 500) -> Iterator[Lease]:
         """Live leases whose `due_at` has passed: expired ones and stale release claims."""
@@ -247,7 +249,7 @@ class LeaseStore:
         for shard in range(self._shards):
             for lease in self._query_index(
                 "live_shard = :shard AND due_at <= :now",
-                {":shard": _s(str(shard)), ":now": _n(_epoch(now))},
+                {":shard": string_attr(str(shard)), ":now": number_attr(epoch(now))},
                 page_size=min(limit, 500),
             ):
                 yield lease
@@ -259,7 +261,7 @@ class LeaseStore:
 
     def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
         """Claim an `active` lease for a caller's release, checking the owner in the same write."""
-        values = {":owner": _s(owner or "\u0000")}
+        values = {":owner": string_attr(owner or "\u0000")}
         owner_ok = "(attribute_not_exists(owner_id) OR owner_id = :owner)"
         # An expired lease the sweep has not reached yet is already over for its caller (404, as
         # renew says); the sweep releases its worker and records it as `expired`.
@@ -273,7 +275,7 @@ class LeaseStore:
             status = old["status"]["S"]
             if status != LeaseStatus.ACTIVE:
                 raise LeaseNotFound(f"lease {lease_id} is not active (status {status})") from lost
-            if int(old["expires_epoch"]["N"]) <= _epoch(now):
+            if int(old["expires_epoch"]["N"]) <= epoch(now):
                 raise LeaseNotFound(f"lease {lease_id} has expired") from lost
             raise NotLeaseOwner(f"lease {lease_id} belongs to another owner") from lost
 
@@ -285,7 +287,7 @@ class LeaseStore:
                 now,
                 LeaseStatus.EXPIRED,
                 "due_at <= :now AND #status IN (:pending, :active, :releasing)",
-                {":pending": _s("pending"), ":releasing": _s("releasing")},
+                {":pending": string_attr("pending"), ":releasing": string_attr("releasing")},
                 fresh_outcome=False,
             )
         except self._errors.ConditionalCheckFailedException:
@@ -294,10 +296,10 @@ class LeaseStore:
     def claim_failed(self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None) -> Claim | None:
         """Claim a lease the reconciler found broken (ghost `active`, or `pending` past its deadline)."""
         condition = "#status = :expected"
-        values: dict[str, Any] = {":expected": _s(status.value)}
+        values: dict[str, Any] = {":expected": string_attr(status.value)}
         if token is not None:
             condition += " AND provider_token = :token"
-            values[":token"] = _s(token)
+            values[":token"] = string_attr(token)
         try:
             return self._claim(lease_id, now, LeaseStatus.FAILED, condition, values, fresh_outcome=True)
         except self._errors.ConditionalCheckFailedException:
@@ -309,12 +311,12 @@ class LeaseStore:
         item = dict(old_image)
         item.update(
             {
-                "status": _s(LeaseStatus.RELEASING.value),
-                "claim_id": _s(claim_id),
-                "release_outcome": _s(LeaseStatus.EXPIRED.value),
-                "live_shard": _s(self._shard_of(old_image["lease_id"]["S"])),
-                "due_at": _n(_epoch(now) + self._claim_seconds),
-                "ttl": _n(_epoch(now) + _CLAIM_TTL_SECONDS),
+                "status": string_attr(LeaseStatus.RELEASING.value),
+                "claim_id": string_attr(claim_id),
+                "release_outcome": string_attr(LeaseStatus.EXPIRED.value),
+                "live_shard": string_attr(self._shard_of(old_image["lease_id"]["S"])),
+                "due_at": number_attr(epoch(now) + self._claim_seconds),
+                "ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
             }
         )
         try:
@@ -323,17 +325,69 @@ class LeaseStore:
             )
         except self._errors.ConditionalCheckFailedException:
             return None
-        return Claim(lease_from_item(item), claim_id, LeaseStatus.EXPIRED)
+        return Claim(lease_from_item(item), claim_id, LeaseStatus.EXPIRED, counters.held_by(item))
 
     def finish_release(self, claim: Claim, now: datetime) -> Lease:
-        """Record the claimed release as done; only the claim's holder can."""
-        return self._finish(
+        """Record the claimed release as done (giving back its slots); only the claim's holder can."""
+        ended = self._finish(
             claim.lease.lease_id,
             now,
             claim.outcome,
             "#status = :releasing AND claim_id = :claim",
-            {":releasing": _s("releasing"), ":claim": _s(claim.claim_id)},
+            {":releasing": string_attr("releasing"), ":claim": string_attr(claim.claim_id)},
+            claim.held_counters,
         )
+        return ended or claim.lease.model_copy(
+            update={"status": claim.outcome, "released_at": datetime.fromtimestamp(epoch(now), UTC)}
+        )
+
+    # --- counters ------------------------------------------------------------------------------
+
+    def counter_values(self) -> dict[str, int]:
+        """Every counter as stored (a small table: one item per provider and per owner)."""
+        values: dict[str, int] = {}
+        request: dict[str, Any] = {"TableName": self._counters()}
+        while True:
+            page = self._call("Scan", **request)
+            for item in page.get("Items", []):
+                values[item["counter"]["S"]] = int(item.get("leases", {}).get("N", "0"))
+            if "LastEvaluatedKey" not in page:
+                return values
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def live_holds(self) -> list[tuple[str, ...]]:
+        """The counters each live lease holds (from the live index, held_counters only)."""
+        holds: list[tuple[str, ...]] = []
+        for shard in range(self._shards):
+            request: dict[str, Any] = {
+                "TableName": self.table_name,
+                "IndexName": LIVE_INDEX,
+                "KeyConditionExpression": "live_shard = :shard",
+                "ProjectionExpression": "held_counters",
+                "ExpressionAttributeValues": {":shard": string_attr(str(shard))},
+            }
+            while True:
+                page = self._call("Query", **request)
+                holds += [counters.held_by(item) for item in page.get("Items", [])]
+                if "LastEvaluatedKey" not in page:
+                    break
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return holds
+
+    def repair_counter(self, counter: str, seen: int, actual: int) -> bool:
+        """Set a drifted counter to `actual` unless it changed since it read `seen`; True if repaired."""
+        try:
+            self._call(
+                "UpdateItem",
+                TableName=self._counters(),
+                Key={"counter": string_attr(counter)},
+                UpdateExpression="SET leases = :actual",
+                ConditionExpression="attribute_not_exists(leases) OR leases = :seen",
+                ExpressionAttributeValues={":actual": number_attr(actual), ":seen": number_attr(seen)},
+            )
+        except self._errors.ConditionalCheckFailedException:
+            return False
+        return True
 
     # --- renew ---------------------------------------------------------------------------------
 
@@ -342,24 +396,24 @@ class LeaseStore:
         # Whole seconds, rounded up so a renewal is never shorter than asked.
         start = math.ceil(now.timestamp())
         values: dict[str, Any] = {
-            ":now": _n(_epoch(now)),
-            ":start": _n(start),
-            ":active": _s("active"),
-            ":owner": _s(owner or "\u0000"),
+            ":now": number_attr(epoch(now)),
+            ":start": number_attr(start),
+            ":active": string_attr("active"),
+            ":owner": string_attr(owner or "\u0000"),
         }
         if ttl_seconds is None:
             expires = ":start + ttl_seconds"
             sets = f"expires_epoch = {expires}, due_at = {expires}, #ttl = {expires}"
         else:
             del values[":start"]
-            values[":ttl_seconds"] = _n(ttl_seconds)
-            values[":expires"] = _n(start + ttl_seconds)
+            values[":ttl_seconds"] = number_attr(ttl_seconds)
+            values[":expires"] = number_attr(start + ttl_seconds)
             sets = "expires_epoch = :expires, due_at = :expires, #ttl = :expires, ttl_seconds = :ttl_seconds"
         try:
             response = self._call(
                 "UpdateItem",
                 TableName=self.table_name,
-                Key={"lease_id": _s(lease_id)},
+                Key={"lease_id": string_attr(lease_id)},
                 UpdateExpression=f"SET {sets}",
                 ConditionExpression=(
                     "#status = :active AND expires_epoch > :now"
@@ -377,7 +431,7 @@ class LeaseStore:
             status = old["status"]["S"]
             if status in (LeaseStatus.PENDING, LeaseStatus.RELEASING):
                 raise LeaseConflict(f"lease {lease_id} is {status}; it cannot be renewed now") from lost
-            if status != LeaseStatus.ACTIVE or int(old["expires_epoch"]["N"]) <= _epoch(now):
+            if status != LeaseStatus.ACTIVE or int(old["expires_epoch"]["N"]) <= epoch(now):
                 raise LeaseNotFound(f"lease {lease_id} has ended (status {status})") from lost
             raise NotLeaseOwner(f"lease {lease_id} belongs to another owner") from lost
         return lease_from_item(response["Attributes"])
@@ -399,7 +453,7 @@ class LeaseStore:
         response = self._call(
             "UpdateItem",
             TableName=self.table_name,
-            Key={"lease_id": _s(lease_id)},
+            Key={"lease_id": string_attr(lease_id)},
             UpdateExpression=(
                 f"SET #status = :releasing_new, claim_id = :claim, release_outcome = {outcome_expr},"
                 " due_at = :claim_due, #ttl = :claim_ttl"
@@ -408,45 +462,77 @@ class LeaseStore:
             ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
             ExpressionAttributeValues={
                 **values,
-                **({":now": _n(_epoch(now))} if ":now" in condition else {}),
-                **({":active": _s("active")} if ":active" in condition else {}),
-                ":releasing_new": _s("releasing"),
-                ":claim": _s(claim_id),
-                ":outcome": _s(outcome.value),
-                ":claim_due": _n(_epoch(now) + self._claim_seconds),
-                ":claim_ttl": _n(_epoch(now) + _CLAIM_TTL_SECONDS),
+                **({":now": number_attr(epoch(now))} if ":now" in condition else {}),
+                **({":active": string_attr("active")} if ":active" in condition else {}),
+                ":releasing_new": string_attr("releasing"),
+                ":claim": string_attr(claim_id),
+                ":outcome": string_attr(outcome.value),
+                ":claim_due": number_attr(epoch(now) + self._claim_seconds),
+                ":claim_ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
             },
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         item = response["Attributes"]
-        return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]))
+        return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]), counters.held_by(item))
 
     def _finish(
-        self, lease_id: str, now: datetime, final: LeaseStatus, condition: str, values: dict[str, Any]
-    ) -> Lease:
+        self,
+        lease_id: str,
+        now: datetime,
+        final: LeaseStatus,
+        condition: str,
+        values: dict[str, Any],
+        held: tuple[str, ...] = (),
+    ) -> Lease | None:
+        """End a lease; with held counters the same transaction gives their slots back (then None)."""
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {"lease_id": string_attr(lease_id)},
+            "UpdateExpression": (
+                "SET #status = :final, released_epoch = :now, #ttl = :retain"
+                " REMOVE live_shard, due_at, claim_id, release_outcome, held_counters"
+            ),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#status": "status", "#ttl": "ttl"},
+            "ExpressionAttributeValues": {
+                **values,
+                ":final": string_attr(final.value),
+                ":now": number_attr(epoch(now)),
+                ":retain": number_attr(epoch(now) + self._retention),
+            },
+        }
         try:
-            response = self._call(
-                "UpdateItem",
-                TableName=self.table_name,
-                Key={"lease_id": _s(lease_id)},
-                UpdateExpression=(
-                    "SET #status = :final, released_epoch = :now, #ttl = :retain"
-                    " REMOVE live_shard, due_at, claim_id, release_outcome"
-                ),
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
-                ExpressionAttributeValues={
-                    **values,
-                    ":final": _s(final.value),
-                    ":now": _n(_epoch(now)),
-                    ":retain": _n(_epoch(now) + self._retention),
-                },
-                ReturnValues="ALL_NEW",
-            )
+            if held:
+                self._transact(
+                    [{"Update": update}, *(counters.give_back(self._counters(), counter) for counter in held)], []
+                )
+                return None
+            response = self._call("UpdateItem", **update, ReturnValues="ALL_NEW")
         except self._errors.ConditionalCheckFailedException as lost:
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
+
+    def _counters(self) -> str:
+        if not self.counters_table:
+            raise RuntimeError("lease limits are configured but COUNTERS_TABLE is not")
+        return self.counters_table
+
+    def _transact(self, items: list[dict[str, Any]], limits: Sequence[Limit], offset: int = 1) -> None:
+        """One TransactWriteItems; a failed `take` of limits[i] (at items[offset + i]) raises LimitReached."""
+        try:
+            self._call("TransactWriteItems", TransactItems=items)
+        except self._errors.TransactionCanceledException as cancelled:
+            reasons = cancelled.response.get("CancellationReasons", [])
+            for index, reason in enumerate(reasons):
+                if reason.get("Code") == "ConditionalCheckFailed":
+                    if index >= offset and index - offset < len(limits):
+                        raise LimitReached(limits[index - offset]) from cancelled
+                    if index == 0:
+                        raise self._errors.ConditionalCheckFailedException(
+                            {"Error": {"Code": "ConditionalCheckFailedException"}}, "TransactWriteItems"
+                        ) from cancelled
+            raise StoreUnavailable("the lease store refused the transaction; try again shortly") from cancelled
 
     def _query_index(self, key_condition: str, values: dict[str, Any], page_size: int) -> Iterator[Lease]:
         request: dict[str, Any] = {
@@ -504,7 +590,7 @@ class LeaseStore:
         method = getattr(self._client, _SNAKE[operation])
         try:
             response: dict[str, Any] = method(**request)
-        except self._errors.ConditionalCheckFailedException:
+        except (self._errors.ConditionalCheckFailedException, self._errors.TransactionCanceledException):
             raise
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "")
@@ -528,6 +614,8 @@ _SNAKE = {
     "GetItem": "get_item",
     "UpdateItem": "update_item",
     "Query": "query",
+    "TransactWriteItems": "transact_write_items",
+    "Scan": "scan",
 }
 _OUTAGE_CODES = frozenset(
     {

@@ -1,0 +1,77 @@
+"""Idempotent acquire: a repeated `Idempotency-Key` with the same body returns the first answer.
+
+Built on powertools' Idempotency utility with its own DynamoDB table. The key is the caller's
+`Idempotency-Key`; the body is the validated LeaseRequest, so the same key with a different body
+is refused (409). A concurrent repeat waits for the first to finish rather than making a second
+worker. A failed acquire is not remembered, so it can be retried with the same key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+
+from scheduler.errors import InvalidRequest, LeaseConflict
+from scheduler.models import Lease, LeaseRequest
+
+MAX_KEY_LENGTH = 255
+_WAIT_SECONDS = 25.0  # below the acquire function's 30 s timeout
+
+
+class IdempotentAcquire:
+    """Runs `acquire` at most once per key (within the key's lifetime) and replays its answer."""
+
+    def __init__(
+        self,
+        acquire: Callable[[LeaseRequest, str], Lease],
+        table_name: str,
+        client: Any,
+        expires_after_seconds: int,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._acquire = acquire
+        self._sleep = sleep
+        self.config = IdempotencyConfig(
+            event_key_jmespath="key",
+            payload_validation_jmespath="body",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=expires_after_seconds,
+        )
+        persistence = DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
+        self._run = idempotent_function(
+            data_keyword_argument="attempt", persistence_store=persistence, config=self.config
+        )(self._acquire_once)
+
+    def __call__(self, key: str, request: LeaseRequest, lease_id: str, lambda_context: Any = None) -> dict[str, Any]:
+        """The response body for this key: made now (as `lease_id`), or replayed from the first request."""
+        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+            raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable characters")
+        if lambda_context is not None:
+            # Lets a key whose first request died with its function be retried once that timeout passed.
+            self.config.register_lambda_context(lambda_context)
+        attempt = {"key": key, "body": request.model_dump(mode="json"), "lease_id": lease_id}
+        deadline = time.monotonic() + _WAIT_SECONDS
+        while True:
+            try:
+                return dict(self._run(attempt=attempt))
+            except IdempotencyValidationError as error:
+                raise LeaseConflict("this Idempotency-Key was already used with a different request body") from error
+            except IdempotencyAlreadyInProgressError as error:
+                if time.monotonic() > deadline:
+                    raise LeaseConflict("a request with this Idempotency-Key is still in progress") from error
+                self._sleep(0.2)
+
+    def _acquire_once(self, attempt: dict[str, Any]) -> dict[str, Any]:
+        lease = self._acquire(LeaseRequest.model_validate(attempt["body"]), attempt["lease_id"])
+        return {"lease": lease.wire(), "provider": lease.provider}

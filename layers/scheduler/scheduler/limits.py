@@ -1,0 +1,44 @@
+"""Caps on live leases per provider (`*_MAX_LEASES`) and per owner (`MAX_LEASES_PER_OWNER`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.config import Settings
+from scheduler.store.counters import Limit
+
+
+@dataclass(frozen=True)
+class LeaseLimits:
+    """Which limits apply; unset means unlimited (and no counter is kept)."""
+
+    provider_caps: Mapping[str, int] = field(default_factory=dict)
+    per_owner: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LeaseLimits:
+        """The limits the environment sets."""
+        caps = {
+            name: cap
+            for name, cap in (
+                ("local-docker", settings.local_docker_max_leases),
+                ("runpod", settings.runpod_max_leases),
+            )
+            if cap is not None
+        }
+        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner)
+
+    @property
+    def active(self) -> bool:
+        """True when any cap or quota is set (and so counters are kept)."""
+        return bool(self.provider_caps) or self.per_owner is not None
+
+    def for_provider(self, provider: str) -> Limit | None:
+        """The cap on `provider`, if any."""
+        cap = self.provider_caps.get(provider)
+        return None if cap is None else Limit.for_provider(provider, cap)
+
+    def for_owner(self, owner_id: str | None) -> Limit | None:
+        """The quota on `owner_id`; leases without an owner have none."""
+        return None if self.per_owner is None or owner_id is None else Limit.for_owner(owner_id, self.per_owner)

@@ -1,0 +1,110 @@
+"""Faults: the store unreachable, the Docker host dying mid-provision — clear answers and nothing leaked."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import requests
+
+from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
+from devstack.lambda_environment import LambdaContext
+from devstack.template import SamTemplate
+from scheduler import leases, reconcile
+from scheduler.config import Settings, get_settings
+from scheduler.errors import ProviderFailed
+from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
+from scheduler.providers import local_docker
+from scheduler.providers.registry import ProviderRegistry
+from scheduler.store import LeaseStore
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = REPO / "events"
+MANAGED = "openalice.scheduler/managed=true"
+
+
+def _fresh_handler(function: str) -> ModuleType:
+    """A new copy of a function's module, initialised from the current environment (a cold start)."""
+    get_settings.cache_clear()
+    name = f"fresh_{function}_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(name, REPO / "functions" / function / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def environment(docker_host: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedDynamoDB]:
+    database = EmbeddedDynamoDB.start()
+    template = SamTemplate.load()
+    for table_id, variable in template.table_variables.items():
+        name = f"{variable.lower()}-{uuid.uuid4().hex[:8]}"
+        create_table(database.client(), name, template.tables[table_id])
+        monkeypatch.setenv(variable, name)
+    for key, value in {
+        **FAKE_CREDENTIALS,
+        **docker_host.env(),
+        "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
+        "DOCKER_NETWORK": "none",
+        "RENDERER_IMAGE": "openalice/renderer:dev",
+        "ANIM_IMAGE": "openalice/anim:dev",
+    }.items():
+        monkeypatch.setenv(key, value)
+    yield database
+    database.stop()
+    get_settings.cache_clear()
+
+
+def _acquire_event() -> dict[str, Any]:
+    return dict(json.loads((EVENTS / "acquire_lease.json").read_text()))
+
+
+def test_acquire_with_the_store_unreachable_answers_503_and_starts_nothing(
+    environment: EmbeddedDynamoDB, docker_client: Any
+) -> None:
+    handler = _fresh_handler("acquire_lease")
+    before = docker_client.containers.list(all=True, filters={"label": MANAGED})
+    environment.stop()  # the embedded DynamoDB goes away after the function's cold start
+
+    response = handler.lambda_handler(_acquire_event(), LambdaContext("AcquireLeaseFunction", 256, "r1", 2**62))
+
+    assert response["statusCode"] == 503
+    error = json.loads(response["body"])["error"]
+    assert error["code"] == "no_capacity" and "store" in error["message"]
+    assert docker_client.containers.list(all=True, filters={"label": MANAGED}) == before
+
+
+def test_docker_host_dying_between_create_and_start_leaks_nothing(
+    environment: EmbeddedDynamoDB, docker_client: Any
+) -> None:
+    settings = Settings.from_environ(dict(os.environ))
+    store = LeaseStore(settings.leases_table, environment.client())
+    registry = ProviderRegistry(settings)
+    host_down = requests.exceptions.ConnectionError("connection refused: the Docker host died")
+
+    def dead(*_: Any, **__: Any) -> None:
+        raise host_down
+
+    # The create reaches the engine; then the host dies: start and every cleanup call fail.
+    with pytest.MonkeyPatch.context() as outage, pytest.raises(ProviderFailed) as raised:
+        outage.setattr(local_docker.docker.APIClient, "start", dead)
+        outage.setattr(local_docker.docker.APIClient, "remove_container", dead)
+        leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry)
+    lease_id = str(raised.value.details["lease_id"])  # type: ignore[index]
+    assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"})
+    assert store.get(lease_id).status == LeaseStatus.FAILED
+
+    # The host is back: the reconciler finds the half-made container no live lease owns.
+    reconcile.reconcile(store, registry, orphan_grace_seconds=0, pending_deadline_seconds=120)
+
+    assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"}) == []
