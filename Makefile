@@ -48,7 +48,7 @@ lint: $(VENV)/.installed ## ruff
 
 typecheck: $(VENV)/.installed ## mypy
 	@echo "==> mypy"
-	@$(VENV)/bin/mypy layers/scheduler/scheduler functions devstack
+	@$(VENV)/bin/mypy layers/scheduler/scheduler functions devstack client/src
 
 validate: $(SAM_VENV)/.installed ## sam validate --lint
 	@echo "==> sam validate --lint"

@@ -1,0 +1,213 @@
+"""Holding a lease for the length of a `with` block: acquire, renew in the background, always release."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from .client import SchedulerClient
+from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
+from .models import Lease
+
+logger = logging.getLogger("openalice_scheduler_client")
+
+# Renewal answers that no retry can change: the lease is gone or no longer ours.
+PERMANENT_RENEWAL_ERRORS = (NotFound, Forbidden, Unauthorized, Conflict, InvalidRequest)
+MIN_RENEW_INTERVAL = 0.05
+
+
+class LeaseHandle:
+    """What `with client.lease(...) as handle:` yields: the current lease and the renewer's state.
+
+    `lease` is the latest Lease (replaced after every renewal); the common fields are also
+    properties of the handle. `lease_lost` is set — and `lost` is True, `renewal_error` the cause —
+    once the lease can no longer be relied on: a renewal was refused for good (404 the lease has
+    ended, 403, 409, …), or transient failures went on until `expires_at` passed. Code in the block
+    should check `handle.lost` (or wait on `lease_lost`) before trusting the worker in long loops.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        self._lock = threading.Lock()
+        self._lease = lease
+        self.lease_lost = threading.Event()
+        self.renewal_error: BaseException | None = None
+        self.renewals = 0
+
+    def __repr__(self) -> str:
+        return f"LeaseHandle(lease_id={self.lease_id!r}, expires_at={self.expires_at.isoformat()}, lost={self.lost})"
+
+    @property
+    def lease(self) -> Lease:
+        """The most recent Lease the service returned (from acquire or the last renewal)."""
+        with self._lock:
+            return self._lease
+
+    @property
+    def lost(self) -> bool:
+        """True once the lease is lost (see the class doc)."""
+        return self.lease_lost.is_set()
+
+    @property
+    def lease_id(self) -> str:
+        """The lease's id."""
+        return self.lease.lease_id
+
+    @property
+    def endpoint(self) -> str | None:
+        """The worker's endpoint URL (None when the provider gives none)."""
+        return self.lease.endpoint
+
+    @property
+    def provider(self) -> str:
+        """The provider that runs the worker."""
+        return self.lease.provider
+
+    @property
+    def provider_token(self) -> str | None:
+        """The worker's id on its provider (container id / pod id)."""
+        return self.lease.provider_token
+
+    @property
+    def expires_at(self) -> datetime:
+        """When the lease expires unless renewed again."""
+        return self.lease.expires_at
+
+    def _renewed(self, lease: Lease) -> None:
+        with self._lock:
+            self._lease = lease
+            self.renewals += 1
+
+    def _lose(self, error: BaseException) -> None:
+        self.renewal_error = error
+        self.lease_lost.set()
+
+
+class _Renewer(threading.Thread):
+    """Renews the lease every `interval` seconds until stopped; retries sooner after transient failures."""
+
+    def __init__(
+        self, client: SchedulerClient, handle: LeaseHandle, ttl_seconds: int, owner_id: str | None, interval: float
+    ) -> None:
+        super().__init__(name=f"lease-renewer-{handle.lease_id[:8]}", daemon=True)
+        self._client = client
+        self._held = handle
+        self._ttl = ttl_seconds
+        self._owner = owner_id
+        self._interval = interval
+        self._stop_event = threading.Event()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the thread to stop and wait for it (an in-flight renewal finishes first)."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        wait = self._interval
+        lease_id = self._held.lease_id
+        while not self._stop_event.wait(wait):
+            try:
+                lease = self._client.renew(lease_id, ttl_seconds=self._ttl, owner_id=self._owner)
+            except PERMANENT_RENEWAL_ERRORS as error:
+                if not self._stop_event.is_set():
+                    logger.error("lease %s lost: renewal refused (%s)", lease_id, error)
+                    self._held._lose(error)
+                return
+            except Exception as error:  # noqa: BLE001 - transient or unexpected: keep trying until expiry
+                if self._stop_event.is_set():
+                    return
+                left = (self._held.expires_at - datetime.now(UTC)).total_seconds()
+                if left <= 0:
+                    logger.error("lease %s lost: renewals kept failing until it expired (%s)", lease_id, error)
+                    self._held._lose(error)
+                    return
+                wait = max(MIN_RENEW_INTERVAL, min(self._interval, left / 4))
+                logger.warning("lease %s: renewal failed (%s); retrying in %.1f s", lease_id, error, wait)
+            else:
+                self._held._renewed(lease)
+                wait = self._interval
+
+
+@contextmanager
+def hold(
+    client: SchedulerClient,
+    *,
+    kind: str,
+    ttl_seconds: int = 600,
+    renew_every: float | None = None,
+    **acquire_kwargs: Any,
+) -> Iterator[LeaseHandle]:
+    """Acquire a lease, renew it in a background thread while the block runs, release it on exit.
+
+    Renewal runs every `renew_every` seconds (default: a third of the ttl) with the same ttl and
+    owner as the acquire, on a copy of `client` (its own HTTP session). On exit — normal, exception
+    or KeyboardInterrupt — the renewer is stopped and joined, then the lease is released:
+
+    - a release answered 404 (the lease already ended, e.g. it was lost) is logged, never raised;
+    - when the block raised, any release failure is logged and noted on the block's exception
+      (`add_note`), which propagates unchanged;
+    - when the block finished normally, another release failure is raised (the worker may still
+      be running until the lease expires).
+    """
+    owner_id = acquire_kwargs.get("owner_id")
+    lease = client.acquire(kind, ttl_seconds=ttl_seconds, **acquire_kwargs)
+    handle = LeaseHandle(lease)
+    interval = max(MIN_RENEW_INTERVAL, renew_every if renew_every is not None else max(lease.ttl_seconds, 1) / 3)
+    # The renewer retries a failed renewal itself (sooner, until expiry), so one renewal's own HTTP
+    # retries are kept within about one period.
+    renew_client = client.copy(retry_deadline=min(client.retry_deadline, max(interval, 1.0)))
+    renewer = _Renewer(renew_client, handle, ttl_seconds, owner_id, interval)
+    try:
+        renewer.start()
+        yield handle
+    except BaseException as block_error:
+        _stop(renewer, renew_client)
+        try:
+            _release(client, handle, owner_id)
+        except Exception as release_error:  # noqa: BLE001 - must not mask the block's exception
+            logger.error("lease %s: release after a failed block did not succeed: %s", handle.lease_id, release_error)
+            block_error.add_note(f"(also: releasing lease {handle.lease_id} failed: {release_error})")
+        raise
+    else:
+        _stop(renewer, renew_client)
+        _release(client, handle, owner_id)
+
+
+def _stop(renewer: _Renewer, renew_client: SchedulerClient) -> None:
+    # An in-flight renewal is given one request timeout to finish; a daemon thread still stuck
+    # after that can only end in an answer it ignores (its stop flag is set).
+    renewer.stop(timeout=renew_client.timeout + 1.0)
+    renew_client.close()
+
+
+def _release(client: SchedulerClient, handle: LeaseHandle, owner_id: str | None) -> None:
+    try:
+        client.release(handle.lease_id, owner_id=owner_id)
+    except NotFound as ended:
+        level = logging.WARNING if handle.lost else logging.INFO
+        logger.log(level, "lease %s had already ended when released (%s)", handle.lease_id, ended)
+
+
+@contextmanager
+def lease(
+    kind: str,
+    ttl_seconds: int = 600,
+    *,
+    url: str | None = None,
+    secret: str | None = None,
+    renew_every: float | None = None,
+    **acquire_kwargs: Any,
+) -> Iterator[LeaseHandle]:
+    """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
+
+    `url`/`secret` default to `$SCHEDULER_URL`/`$INTERNAL_SECRET`; the rest is as `SchedulerClient.lease`.
+    """
+    with (
+        SchedulerClient(url, secret) as client,
+        hold(client, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs) as handle,
+    ):
+        yield handle

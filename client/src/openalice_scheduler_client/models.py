@@ -1,0 +1,95 @@
+"""The Lease the API returns (contract section 2), as a typed, immutable value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+KINDS = ("renderer", "anim")
+GPU_CLASSES = ("none", "entry", "mid", "high")
+LIVE_STATUSES = frozenset({"pending", "active", "releasing"})
+ENDED_STATUSES = frozenset({"released", "expired", "failed"})
+
+
+def parse_time(value: Any) -> datetime:
+    """An RFC 3339 time from the wire (`2026-11-30T04:00:00Z`) as an aware datetime in UTC."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected an RFC 3339 time string, got {value!r}")
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:  # the contract always sends UTC; be lenient about a missing offset
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def _optional_time(value: Any) -> datetime | None:
+    return None if value is None else parse_time(value)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease: every field of the contract's Lease, times as aware UTC datetimes.
+
+    `raw` is the JSON object exactly as the server sent it (fields this version does not know
+    included); it is left out of equality and repr.
+    """
+
+    lease_id: str
+    provider: str
+    kind: str
+    gpu: str
+    status: str
+    endpoint: str | None
+    created_at: datetime
+    expires_at: datetime
+    released_at: datetime | None
+    provider_token: str | None
+    owner_id: str | None
+    correlation_id: str | None
+    region: str | None
+    ttl_seconds: int
+    cost_per_hour: float | None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Lease:
+        """Build a Lease from the API's JSON object; ValueError when a required field is missing or bad."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a lease must be a JSON object, got {type(data).__name__}")
+        try:
+            cost = data.get("cost_per_hour")
+            return cls(
+                lease_id=str(data["lease_id"]),
+                provider=str(data.get("provider") or ""),
+                kind=str(data["kind"]),
+                gpu=str(data.get("gpu") or "none"),
+                status=str(data["status"]),
+                endpoint=_optional_str(data.get("endpoint")),
+                created_at=parse_time(data["created_at"]),
+                expires_at=parse_time(data["expires_at"]),
+                released_at=_optional_time(data.get("released_at")),
+                provider_token=_optional_str(data.get("provider_token")),
+                owner_id=_optional_str(data.get("owner_id")),
+                correlation_id=_optional_str(data.get("correlation_id")),
+                region=_optional_str(data.get("region")),
+                ttl_seconds=int(data["ttl_seconds"]),
+                cost_per_hour=None if cost is None else float(cost),
+                raw=dict(data),
+            )
+        except KeyError as missing:
+            raise ValueError(f"lease is missing the field {missing.args[0]!r}") from missing
+        except TypeError as error:
+            raise ValueError(f"lease has a field of the wrong type: {error}") from error
+
+    @property
+    def is_live(self) -> bool:
+        """True while the lease may still own a worker (pending, active or releasing)."""
+        return self.status in LIVE_STATUSES
+
+    def remaining(self, now: datetime | None = None) -> timedelta:
+        """Time left until `expires_at` (negative once past), from `now` (default: the current time)."""
+        return self.expires_at - (now or datetime.now(UTC))
