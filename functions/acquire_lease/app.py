@@ -7,7 +7,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.errors import SchedulerError
 from scheduler.models import LeaseRequest
+from scheduler.observability import emit
 from scheduler.runtime import idempotent_acquire, lease_limits, lease_store, provider_registry
 
 logger = Logger()
@@ -31,12 +33,16 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
         **{key: value for key in ("owner_id", "correlation_id") if (value := getattr(lease_request, key))},
     )
     key = request.header("Idempotency-Key")
-    if key is not None:
-        body = acquire_once(key, lease_request, lease_id, context)
-    else:
-        lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id)
-        body = {"lease": lease.wire(), "provider": lease.provider}
-    metrics.add_dimension("provider", str(body["provider"]))
-    metrics.add_metric(name="LeaseAcquired", unit=MetricUnit.Count, value=1)
+    try:
+        if key is not None:
+            body = acquire_once(key, lease_request, lease_id, context)
+        else:
+            lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id)
+            body = {"lease": lease.wire(), "provider": lease.provider}
+    except SchedulerError as error:
+        if error.details and "lease_id" in error.details:  # a lease row was recorded, then failed
+            emit("LeaseFailed", MetricUnit.Count, 1, provider="none", kind=lease_request.kind.value)
+        raise
+    emit("LeaseAcquired", MetricUnit.Count, 1, provider=str(body["provider"]), kind=lease_request.kind.value)
     logger.info("lease acquired", extra={"lease_id": body["lease"]["lease_id"], "provider": body["provider"]})
     return json_response(201, body)

@@ -7,6 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import reconcile
 from scheduler.config import get_settings
+from scheduler.observability import emit, lease_ended
 from scheduler.runtime import lease_limits, lease_store, provider_registry
 
 logger = Logger()
@@ -14,6 +15,7 @@ metrics = Metrics()
 settings = get_settings()
 store = lease_store(settings)
 providers = provider_registry(settings)
+limits = lease_limits(settings)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -25,10 +27,15 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         providers,
         orphan_grace_seconds=settings.orphan_grace_seconds,
         pending_deadline_seconds=settings.pending_deadline_seconds,
-        limits=lease_limits(settings),
+        limits=limits,
     )
-    metrics.add_metric(name="OrphanRemoved", unit=MetricUnit.Count, value=len(report.orphans_removed))
-    metrics.add_metric(name="GhostLease", unit=MetricUnit.Count, value=len(report.ghosts_failed))
+    for provider in providers.names:
+        emit("OrphanRemoved", MetricUnit.Count, report.orphans_by_provider.get(provider, 0), provider=provider)
+    for lease in report.ended:
+        lease_ended(lease)
+        if lease.lease_id in report.ghosts_failed:
+            emit("GhostLease", MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
+    metrics.add_metric(name="GhostLeases", unit=MetricUnit.Count, value=len(report.ghosts_failed))
     metrics.add_metric(name="StuckPendingFailed", unit=MetricUnit.Count, value=len(report.stuck_pending_failed))
     metrics.add_metric(name="CounterRepaired", unit=MetricUnit.Count, value=len(report.counters_repaired))
     logger.info("reconcile finished", extra={"errors": report.errors})

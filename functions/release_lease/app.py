@@ -3,10 +3,10 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.observability import lease_ended
 from scheduler.runtime import lease_store, provider_registry
 
 logger = Logger()
@@ -23,7 +23,6 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     lease_id = request.path_parameter("lease_id")
     logger.append_keys(lease_id=lease_id, owner_id=request.header("X-Lease-Owner"))
     lease = leases.release(lease_id, request.header("X-Lease-Owner"), store, providers)
-    metrics.add_dimension("provider", lease.provider)
-    metrics.add_metric(name="LeaseReleased", unit=MetricUnit.Count, value=1)
-    logger.info("lease released", extra={"provider": lease.provider})
+    lease_ended(lease)
+    logger.info("lease released", extra={"provider": lease.provider, "correlation_id": lease.correlation_id})
     return json_response(204)

@@ -6,6 +6,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import expiry
+from scheduler.observability import emit, lease_ended
 from scheduler.runtime import lease_store, provider_registry
 
 logger = Logger()
@@ -17,11 +18,14 @@ providers = provider_registry()
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
-    """Run one sweep; report counts (also as metrics)."""
+    """Run one sweep; report what it ended, how late, and how many leases are live."""
     report = expiry.sweep(store, providers)
-    metrics.add_metric(name="LeaseExpired", unit=MetricUnit.Count, value=len(report.ended))
+    for lease, lag in zip(report.ended, report.lag_seconds, strict=True):
+        lease_ended(lease)
+        emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
-    for lag in report.lag_seconds:
-        metrics.add_metric(name="SweepLag", unit=MetricUnit.Seconds, value=lag)
+    for counter, live in store.counter_values().items():
+        if counter.startswith("provider#"):
+            emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
     logger.info("sweep finished", extra={"ended": len(report.ended), "failed": len(report.failed_releases)})
     return {"ended": len(report.ended), "failed_releases": len(report.failed_releases)}

@@ -7,12 +7,12 @@ is repeated here so a misconfigured mapping can never turn a user deletion into 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from scheduler import expiry
+from scheduler.observability import lease_ended
 from scheduler.runtime import lease_store, provider_registry
 
 logger = Logger()
@@ -44,7 +44,7 @@ def release_record(record: DynamoDBRecord) -> None:
         return
     lease = expiry.release_ttl_deleted(raw["dynamodb"]["OldImage"], store, providers)
     if lease is not None:
-        metrics.add_metric(name="LeaseExpired", unit=MetricUnit.Count, value=1)
+        lease_ended(lease)
         logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
 
 

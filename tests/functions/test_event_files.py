@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
+from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
-from devstack.template import SamTemplate
+from tests.support.tables import create_all_tables
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SAMPLE_LEASE_ID = "3f2b8c1e-6d4a-4f7b-9c2e-1a5d7e9b0c42"
-TABLE = "event-file-leases"
 
 
 def load_event(name: str, lease_id: str | None = None) -> dict[str, Any]:
@@ -40,13 +39,12 @@ def context(name: str) -> LambdaContext:
 def functions(docker_host: Any) -> Iterator[dict[str, ModuleType]]:
     """Every handler module, initialised against a fresh table and the TLS Docker host."""
     database = EmbeddedDynamoDB.start()
-    template = SamTemplate.load()
-    create_table(database.client(), TABLE, template.tables["LeasesTable"])
+    tables = create_all_tables(database)
     env = {
+        **tables,
         **FAKE_CREDENTIALS,
         **docker_host.env(),
         "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
-        "LEASES_TABLE": TABLE,
         "INTERNAL_SECRET": "local-dev-secret",
         "DOCKER_NETWORK": "none",
         "RENDERER_IMAGE": "openalice/renderer:dev",
@@ -129,7 +127,8 @@ def test_ttl_stream_event_releases_the_deleted_lease_worker(
     lease = json.loads(acquired["body"])["lease"]
     event = load_event("ttl_stream.json", lease["lease_id"])
     event["Records"][0]["dynamodb"]["OldImage"]["provider_token"] = {"S": lease["provider_token"]}
-    functions["ttl_stream"].store._client.delete_item(TableName=TABLE, Key={"lease_id": {"S": lease["lease_id"]}})
+    store = functions["ttl_stream"].store
+    store.client.delete_item(TableName=store.table_name, Key={"lease_id": {"S": lease["lease_id"]}})
 
     response = invoke(functions, "ttl_stream", event)
 

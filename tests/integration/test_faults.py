@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 import requests
 
-from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
+from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
-from devstack.template import SamTemplate
 from scheduler import leases, reconcile
 from scheduler.config import Settings, get_settings
 from scheduler.errors import ProviderFailed
@@ -25,6 +24,7 @@ from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
 from scheduler.providers import local_docker
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
+from tests.support.tables import create_all_tables
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
@@ -46,10 +46,7 @@ def _fresh_handler(function: str) -> ModuleType:
 @pytest.fixture
 def environment(docker_host: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedDynamoDB]:
     database = EmbeddedDynamoDB.start()
-    template = SamTemplate.load()
-    for table_id, variable in template.table_variables.items():
-        name = f"{variable.lower()}-{uuid.uuid4().hex[:8]}"
-        create_table(database.client(), name, template.tables[table_id])
+    for variable, name in create_all_tables(database).items():
         monkeypatch.setenv(variable, name)
     for key, value in {
         **FAKE_CREDENTIALS,

@@ -36,8 +36,13 @@ def test_leases_table_expires_items_by_the_ttl_attribute(table_name: str, dynamo
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "ttl")
 
 
-def test_template_names_one_leases_table() -> None:
-    assert list(SamTemplate.load().tables) == ["LeasesTable"]
+def test_every_table_is_named_to_the_functions_by_a_global_variable() -> None:
+    template = SamTemplate.load()
+    assert template.table_variables == {
+        "LeasesTable": "LEASES_TABLE",
+        "LeaseCountersTable": "COUNTERS_TABLE",
+        "IdempotencyTable": "IDEMPOTENCY_TABLE",
+    }
 
 
 def test_embedded_dynamodb_listens_on_loopback(moto_server: EmbeddedDynamoDB) -> None:

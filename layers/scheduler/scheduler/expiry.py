@@ -55,8 +55,8 @@ def sweep(
             report.failed_releases.append(due.lease_id)
             continue
         report.ended.append(ended)
-        if ended.released_at is not None:
-            report.lag_seconds.append(max(0.0, (ended.released_at - ended.expires_at).total_seconds()))
+        released_at = ended.released_at or clock()
+        report.lag_seconds.append(max(0.0, (released_at - ended.expires_at).total_seconds()))
         logger.info(
             "lease ended by sweep",
             extra={"lease_id": ended.lease_id, "status": ended.status.value, "provider": ended.provider},

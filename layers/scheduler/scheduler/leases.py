@@ -64,8 +64,9 @@ def acquire(
         provider, worker = provision_first_available(
             remaining, pending, request.env, before_attempt=slots.hold_for, refusals=refusals
         )
-    except NoCapacity:
+    except NoCapacity as error:
         store.fail_pending(pending.lease_id, clock(), slots.held)
+        error.details = {**(error.details or {}), "lease_id": pending.lease_id}
         raise
     except LeaseStateChanged as error:
         _remove_everywhere(remaining, pending.lease_id)

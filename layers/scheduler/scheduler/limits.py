@@ -15,6 +15,8 @@ class LeaseLimits:
 
     provider_caps: Mapping[str, int] = field(default_factory=dict)
     per_owner: int | None = None
+    # Count every provider's live leases, capped or not: the sweep reports them as ActiveLeases.
+    count_providers: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LeaseLimits:
@@ -27,17 +29,19 @@ class LeaseLimits:
             )
             if cap is not None
         }
-        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner)
+        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner, count_providers=True)
 
     @property
     def active(self) -> bool:
         """True when any cap or quota is set (and so counters are kept)."""
-        return bool(self.provider_caps) or self.per_owner is not None
+        return self.count_providers or bool(self.provider_caps) or self.per_owner is not None
 
     def for_provider(self, provider: str) -> Limit | None:
         """The cap on `provider`, if any."""
         cap = self.provider_caps.get(provider)
-        return None if cap is None else Limit.for_provider(provider, cap)
+        if cap is None and not self.count_providers:
+            return None
+        return Limit.for_provider(provider, cap)
 
     def for_owner(self, owner_id: str | None) -> Limit | None:
         """The quota on `owner_id`; leases without an owner have none."""

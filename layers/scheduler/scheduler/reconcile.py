@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,6 +28,8 @@ class ReconcileReport:
     stuck_pending_failed: list[str] = field(default_factory=list)
     counters_repaired: dict[str, tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    orphans_by_provider: Counter[str] = field(default_factory=Counter)
+    ended: list[Lease] = field(default_factory=list)
 
 
 def reconcile(
@@ -69,6 +72,7 @@ def reconcile(
                 report.errors.append(f"orphan {worker.token}: {error}")
                 continue
             report.orphans_removed.append(worker.token)
+            report.orphans_by_provider[provider_name] += 1
             logger.warning(
                 "orphan worker removed",
                 extra={"provider": provider_name, "token": worker.token, "lease_id": worker.lease_id},
@@ -82,9 +86,9 @@ def reconcile(
         if lease.status == LeaseStatus.ACTIVE and settled and lease.provider in workers:
             tokens = {worker.token for worker in workers[lease.provider]}
             if lease.provider_token not in tokens:
-                _fail(lease, store, providers, clock, report.ghosts_failed, report.errors, token=lease.provider_token)
+                _fail(lease, store, providers, clock, report.ghosts_failed, report, token=lease.provider_token)
         elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
-            _fail(lease, store, providers, clock, report.stuck_pending_failed, report.errors, token=None)
+            _fail(lease, store, providers, clock, report.stuck_pending_failed, report, token=None)
     if limits is not None and limits.active:
         report.counters_repaired = repair_counters(store)
     return report
@@ -113,7 +117,7 @@ def _fail(
     providers: ProviderRegistry,
     clock: Callable[[], datetime],
     done: list[str],
-    errors: list[str],
+    report: ReconcileReport,
     *,
     token: str | None,
 ) -> None:
@@ -121,9 +125,10 @@ def _fail(
     if claim is None:
         return  # it changed since we listed it: activated, released or renewed meanwhile
     try:
-        release_claimed(claim, store, providers, clock)
+        ended = release_claimed(claim, store, providers, clock)
     except ProviderRequestFailed as error:
-        errors.append(f"lease {lease.lease_id}: {error}")
+        report.errors.append(f"lease {lease.lease_id}: {error}")
         return
     done.append(lease.lease_id)
+    report.ended.append(ended)
     logger.warning("lease failed by reconciler", extra={"lease_id": lease.lease_id, "was": lease.status.value})

@@ -54,5 +54,7 @@ def idempotent_acquire(
 
 
 def provider_registry(settings: Settings | None = None) -> ProviderRegistry:
-    """The providers named by `PROVIDERS`; raises ConfigurationError (refuse to start) on an unknown one."""
-    return ProviderRegistry(settings or get_settings())
+    """The providers named by `PROVIDERS`, each timed, counted and traced; an unknown one refuses to start."""
+    from scheduler.observability import InstrumentedProvider
+
+    return ProviderRegistry(settings or get_settings(), wrap=InstrumentedProvider)

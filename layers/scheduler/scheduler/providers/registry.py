@@ -31,6 +31,7 @@ class ProviderRegistry:
         self,
         settings: Settings,
         factories: dict[str, ProviderFactory] | None = None,
+        wrap: Callable[[Provider], Provider] | None = None,
     ) -> None:
         unknown = [name for name in settings.providers if name not in _DRIVERS and name not in (factories or {})]
         if unknown:
@@ -41,6 +42,7 @@ class ProviderRegistry:
             raise ConfigurationError("PROVIDERS names no provider")
         self._settings = settings
         self._factories = dict(factories or {})
+        self._wrap = wrap
         self._built: dict[str, Provider] = {}
         self._lock = Lock()
 
@@ -74,4 +76,5 @@ class ProviderRegistry:
         if factory is None:
             module = importlib.import_module(_DRIVERS[name])
             factory = module.from_settings
-        return factory(self._settings)
+        driver = factory(self._settings)
+        return self._wrap(driver) if self._wrap else driver

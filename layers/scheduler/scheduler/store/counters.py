@@ -21,10 +21,10 @@ class Limit:
     """At most `maximum` live leases may hold `counter`."""
 
     counter: str
-    maximum: int
+    maximum: int | None  # None: counted, never refused
 
     @classmethod
-    def for_provider(cls, provider: str, maximum: int) -> Limit:
+    def for_provider(cls, provider: str, maximum: int | None) -> Limit:
         """The cap on one provider's live leases."""
         return cls(f"provider#{provider}", maximum)
 
@@ -44,15 +44,16 @@ class LimitReached(Exception):
 
 def take(table: str, limit: Limit) -> dict[str, Any]:
     """A transaction item taking one slot of `limit`, refused when it is full."""
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {"counter": string_attr(limit.counter)},
-            "UpdateExpression": "ADD leases :one",
-            "ConditionExpression": "attribute_not_exists(leases) OR leases < :maximum",
-            "ExpressionAttributeValues": {":one": number_attr(1), ":maximum": number_attr(limit.maximum)},
-        }
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": {"counter": string_attr(limit.counter)},
+        "UpdateExpression": "ADD leases :one",
+        "ExpressionAttributeValues": {":one": number_attr(1)},
     }
+    if limit.maximum is not None:
+        update["ConditionExpression"] = "attribute_not_exists(leases) OR leases < :maximum"
+        update["ExpressionAttributeValues"][":maximum"] = number_attr(limit.maximum)
+    return {"Update": update}
 
 
 def give_back(table: str, counter: str) -> dict[str, Any]:

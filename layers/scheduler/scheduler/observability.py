@@ -1,0 +1,125 @@
+"""Metrics and traces around provider calls: CloudWatch embedded metric format, OpenTelemetry spans.
+
+Every driver is wrapped in an InstrumentedProvider, so each provision and release is timed and
+counted with its provider (and kind) as dimensions, without the drivers or the use cases knowing.
+Spans use the OpenTelemetry API, imported only when tracing is switched on (the ADOT layer's
+wrapper is configured): otherwise a span costs nothing, not even the import.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from scheduler.models import Lease, LeaseRequest
+from scheduler.providers.base import (
+    ManagedWorker,
+    Provider,
+    ProviderCapacityError,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    ProvisionedWorker,
+)
+
+logger = Logger(child=True)
+NAMESPACE = "OpenAliceScheduler"
+
+
+def emit(name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
+    """One metric with its own dimensions, written now as an EMF document."""
+    namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE)
+    with single_metric(name=name, unit=unit, value=value, namespace=namespace, default_dimensions=dimensions):
+        pass
+
+
+def lease_ended(lease: Lease) -> None:
+    """LeaseReleased / LeaseExpired / LeaseFailed for a lease that just ended, by provider and kind."""
+    name = {"released": "LeaseReleased", "expired": "LeaseExpired", "failed": "LeaseFailed"}.get(lease.status.value)
+    if name is not None:
+        emit(name, MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
+
+
+def tracing_enabled() -> bool:
+    """True when the function runs under the ADOT wrapper (or OTel is otherwise configured)."""
+    return bool(os.environ.get("AWS_LAMBDA_EXEC_WRAPPER") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
+@contextmanager
+def provider_span(operation: str, provider: str, attributes: Mapping[str, str]) -> Iterator[None]:
+    """An OpenTelemetry span around one provider call (a no-op unless tracing is on)."""
+    if not tracing_enabled():
+        with nullcontext():
+            yield
+        return
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("openalice-scheduler")
+    with tracer.start_as_current_span(
+        f"{provider}.{operation}", attributes={"provider": provider, **attributes}
+    ) as span:
+        try:
+            yield
+        except Exception as error:
+            span.record_exception(error)
+            span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)))
+            raise
+
+
+def failure_reason(error: Exception) -> str:
+    """The `reason` dimension of ProvisionFailure."""
+    if isinstance(error, ProviderUnreachable):
+        return "unreachable"
+    if isinstance(error, ProviderCapacityError):
+        return "no_capacity"
+    text = str(error).lower()
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    return "provider_error"
+
+
+class InstrumentedProvider(Provider):
+    """A driver, with ProvisionLatency/ProvisionFailure/ReleaseLatency/LeaseCostPerHour and spans."""
+
+    def __init__(self, inner: Provider) -> None:
+        self._inner = inner
+        self.name = inner.name
+
+    def available(self, request: LeaseRequest) -> bool:
+        return self._inner.available(request)
+
+    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+        kind = lease.kind.value
+        started = time.perf_counter()
+        try:
+            with provider_span("provision", self.name, {"lease_id": lease.lease_id, "kind": kind}):
+                worker = self._inner.provision(lease, env)
+        except (ProviderCapacityError, ProviderRequestFailed) as error:
+            emit("ProvisionFailure", MetricUnit.Count, 1, provider=self.name, kind=kind, reason=failure_reason(error))
+            raise
+        emit("ProvisionLatency", MetricUnit.Milliseconds, _ms_since(started), provider=self.name, kind=kind)
+        if worker.cost_per_hour is not None:
+            emit("LeaseCostPerHour", MetricUnit.Count, worker.cost_per_hour, provider=self.name, kind=kind)
+        return worker
+
+    def release(self, lease_id: str, token: str | None) -> None:
+        started = time.perf_counter()
+        try:
+            with provider_span("release", self.name, {"lease_id": lease_id}):
+                self._inner.release(lease_id, token)
+        except ProviderRequestFailed:
+            emit("ReleaseFailure", MetricUnit.Count, 1, provider=self.name)
+            raise
+        emit("ReleaseLatency", MetricUnit.Milliseconds, _ms_since(started), provider=self.name)
+
+    def list_managed(self) -> list[ManagedWorker]:
+        with provider_span("list_managed", self.name, {}):
+            return self._inner.list_managed()
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

@@ -1,0 +1,19 @@
+"""Every table of template.yaml, created on an embedded DynamoDB under fresh names."""
+
+from __future__ import annotations
+
+import uuid
+
+from devstack.dynamodb import EmbeddedDynamoDB, create_table
+from devstack.template import SamTemplate
+
+
+def create_all_tables(database: EmbeddedDynamoDB) -> dict[str, str]:
+    """Create each table; returns the functions' variables (LEASES_TABLE, ...) mapped to the names used."""
+    template = SamTemplate.load()
+    names: dict[str, str] = {}
+    for table_id, variable in template.table_variables.items():
+        name = f"{variable.lower().replace('_', '-')}-{uuid.uuid4().hex[:8]}"
+        create_table(database.client(), name, template.tables[table_id])
+        names[variable] = name
+    return names
