@@ -85,6 +85,10 @@ def serve(connection: Connection, spec: dict[str, Any]) -> None:
         if message is None:
             return
         event, request_id, deadline_ms = message
+        # As Lambda does with active tracing: each invocation runs under its own X-Ray trace id.
+        os.environ["_X_AMZN_TRACE_ID"] = (
+            f"Root=1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]};Parent={uuid.uuid4().hex[:16]};Sampled=1"
+        )
         context = LambdaContext(
             function_name=spec["logical_id"],
             memory_limit_in_mb=spec["memory_mb"],

@@ -8,13 +8,14 @@ wrapper is configured): otherwise a span costs nothing, not even the import.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import (
@@ -31,10 +32,26 @@ NAMESPACE = "OpenAliceScheduler"
 
 
 def emit(name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
-    """One metric with its own dimensions, written now as an EMF document."""
-    namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE)
-    with single_metric(name=name, unit=unit, value=value, namespace=namespace, default_dimensions=dimensions):
-        pass
+    """One metric, written now as an EMF document, published both per dimension and in aggregate.
+
+    Two dimension sets (powertools' own writers allow one): the per-provider/kind/reason series for
+    the dashboard, and a dimensionless total that alarms can watch without listing every combination.
+    """
+    document = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE),
+                    "Dimensions": [sorted(dimensions), []],
+                    "Metrics": [{"Name": name, "Unit": unit.value}],
+                }
+            ],
+        },
+        **dimensions,
+        name: value,
+    }
+    print(json.dumps(document, separators=(",", ":")), flush=True)
 
 
 def lease_ended(lease: Lease) -> None:
