@@ -14,7 +14,7 @@ SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
 
-.PHONY: help run test lint typecheck unit integration validate build clean
+.PHONY: help run test lint typecheck unit integration validate build security clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -41,10 +41,12 @@ test: lint typecheck validate ## The whole suite: lint, types, template, unit an
 	@echo "==> pytest"
 	@$(PY) -m pytest
 
-lint: $(VENV)/.installed ## ruff
+lint: $(VENV)/.installed ## ruff, bandit
 	@echo "==> ruff"
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
+	@echo "==> bandit"
+	@$(VENV)/bin/bandit -q -c bandit.yaml -r layers functions devstack 2>/dev/null
 
 typecheck: $(VENV)/.installed ## mypy
 	@echo "==> mypy"
@@ -62,6 +64,18 @@ unit: $(VENV)/.installed ## Only the fast tests (no Docker)
 
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers
+
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed:
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --progress-bar off checkov==3.3.30 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@touch $@
+
+security: $(VENV)/.installed $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed ## bandit, cfn-lint, checkov, pip-audit (see docs/security.md)
+	@echo "==> bandit"; $(VENV)/bin/bandit -c bandit.yaml -r layers functions devstack
+	@echo "==> cfn-lint"; $(SAM_VENV)/bin/cfn-lint template.yaml
+	@echo "==> checkov"; $(CHECKOV_VENV)/bin/checkov --quiet --config-file .checkov.yaml -f template.yaml --framework cloudformation
+	@echo "==> pip-audit"; $(VENV)/bin/pip-audit --strict --disable-pip -r requirements.lock
 
 clean: ## Remove build output and local state (stops nothing)
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

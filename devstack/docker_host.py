@@ -432,7 +432,7 @@ def _launch(dockerd: str, state_dir: Path, material: TlsMaterial, port: int, tim
     started = time.monotonic()
     with host.log_file.open("wb") as log:
         # Its own session: the daemon outlives the CLI and ignores the terminal's Ctrl-C.
-        process = subprocess.Popen(  # noqa: S603 - fixed argv: our dockerd and our own flags
+        process = subprocess.Popen(  # noqa: S603 - fixed argv: our dockerd and our own flags  # nosec B603
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,

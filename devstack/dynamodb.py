@@ -17,8 +17,8 @@ DynamoDBClient = Any  # a boto3 DynamoDB client (botocore builds its type at run
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local",
-    "AWS_SESSION_TOKEN": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",  # moto's fake credentials  # nosec B105
+    "AWS_SESSION_TOKEN": "local",  # moto's fake credentials  # nosec B105
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
 }

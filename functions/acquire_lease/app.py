@@ -21,7 +21,7 @@ limits = lease_limits()
 acquire_once = idempotent_acquire(store, providers, limits)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:

@@ -23,7 +23,7 @@ def _expected_secret() -> bytes:
     return os.environ["INTERNAL_SECRET"].encode()
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, bool]:
     """Authorize when the header equals the secret, compared in constant time."""
     headers = {key.lower(): value for key, value in (event.get("headers") or {}).items()}

@@ -18,7 +18,7 @@ providers = provider_registry(settings)
 limits = lease_limits(settings)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one reconcile pass and count what it repaired."""

@@ -15,7 +15,7 @@ store = lease_store()
 providers = provider_registry()  # drivers load on first release, keeping this function's init light
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:

@@ -14,7 +14,7 @@ metrics = Metrics()
 store = lease_store()
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:

@@ -15,7 +15,7 @@ store = lease_store()
 providers = provider_registry()
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report what it ended, how late, and how many leases are live."""

@@ -48,7 +48,7 @@ def release_record(record: DynamoDBRecord) -> None:
         logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     """Process the batch, reporting failed records so only they are retried."""

@@ -13,7 +13,7 @@ from scheduler.store import LIVE_INDEX
 
 def test_short_tags_are_read_as_intrinsic_functions() -> None:
     layers = load_yaml()["Resources"]["AuthorizerFunction"]["Properties"]["Layers"]
-    assert layers == [{"Ref": "SchedulerLayer"}]
+    assert layers[0] == {"Ref": "SchedulerLayer"}
 
 
 def test_get_att_short_tag_is_split_into_resource_and_attribute() -> None:

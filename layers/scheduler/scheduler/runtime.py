@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scheduler.config import Settings, get_settings
-from scheduler.idempotency import IdempotentAcquire
 from scheduler.limits import LeaseLimits
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:  # imported where used: only the acquire function pays for powertools Idempotency
+    from scheduler.idempotency import IdempotentAcquire
 
 
 def lease_store(settings: Settings | None = None) -> LeaseStore:
@@ -43,6 +47,7 @@ def idempotent_acquire(
 ) -> IdempotentAcquire:
     """Acquire behind powertools' Idempotency utility, on the idempotency table, sharing the store's client."""
     from scheduler import leases
+    from scheduler.idempotency import IdempotentAcquire
 
     settings = settings or get_settings()
     return IdempotentAcquire(

@@ -54,7 +54,8 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """Full-jitter exponential backoff for retry number `attempt` (0-based)."""
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))  # noqa: S311 - jitter, not crypto
+        ceiling = min(self.max_delay, self.base_delay * 2**attempt)
+        return random.uniform(0, ceiling)  # noqa: S311 - jitter, not crypto  # nosec B311
 
 
 class _Transient(Exception):
