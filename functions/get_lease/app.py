@@ -18,6 +18,6 @@ store = lease_store()
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Answer 200 with the lease or 404."""
-    lease_id = request.path_parameter("lease_id")
+    lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
     return json_response(200, {"lease": leases.get(lease_id, store).wire()})

@@ -20,7 +20,7 @@ providers = provider_registry()  # drivers load on first release, keeping this f
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Check the owner, release, answer 204."""
-    lease_id = request.path_parameter("lease_id")
+    lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id, owner_id=request.header("X-Lease-Owner"))
     lease = leases.release(lease_id, request.header("X-Lease-Owner"), store, providers)
     lease_ended(lease)

@@ -19,9 +19,9 @@ store = lease_store()
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Set expires_at = now + ttl_seconds (the lease's own ttl when the body has none)."""
-    lease_id = request.path_parameter("lease_id")
+    renewal = request.json_body(RenewRequest, required=False)
+    lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    renewal = request.json_body(RenewRequest, required=False)
     lease = leases.renew(lease_id, owner, renewal.ttl_seconds, store)
     return json_response(200, {"lease": lease.wire()})

@@ -55,8 +55,8 @@ class IdempotentAcquire:
 
     def __call__(self, key: str, request: LeaseRequest, lease_id: str, lambda_context: Any = None) -> dict[str, Any]:
         """The response body for this key: made now (as `lease_id`), or replayed from the first request."""
-        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
-            raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable characters")
+        if not key or len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
+            raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable ASCII characters")
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -43,6 +44,19 @@ class LeaseStatus(StrEnum):
 
 
 OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
+# Owners travel back in the X-Lease-Owner header, so they must be header-safe: printable ASCII,
+# no surrounding spaces (a value no header can carry would lock its lease for good).
+OwnerId = Annotated[StrictStr | None, Field(default=None, max_length=128, pattern=r"^[!-~]([ -~]*[!-~])?$")]
+
+
+def is_lease_id(value: object) -> bool:
+    """True for the UUIDs this service issues as lease ids (anything else cannot name a lease)."""
+    if not isinstance(value, str) or len(value) != 36:
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def utc_now() -> datetime:
@@ -70,10 +84,10 @@ class LeaseRequest(BaseModel):
     kind: WorkerKind
     gpu: GpuClass = GpuClass.NONE
     ttl_seconds: StrictInt = Field(default=DEFAULT_TTL_SECONDS, ge=1, le=MAX_TTL_SECONDS)
-    owner_id: OptionalLabel = None
+    owner_id: OwnerId = None
     correlation_id: OptionalLabel = None
     region: OptionalLabel = None
-    env: dict[StrictStr, Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE_CHARS)]] = Field(
+    env: dict[StrictStr, Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE_CHARS, pattern=r"^[^\x00]*$")]] = Field(
         default_factory=dict, max_length=MAX_ENV_ENTRIES
     )
 
@@ -138,10 +152,18 @@ class ListFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    owner_id: OptionalLabel = None
+    owner_id: OwnerId = None
     kind: WorkerKind | None = None
     provider: Annotated[StrictStr | None, Field(default=None, max_length=64)] = None
     limit: int = Field(default=100, ge=1, le=1000)
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit_is_digits(cls, value: object) -> object:
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+            raise ValueError("limit must be a whole number from 1 to 1000")
+        return value
+
     next_token: Annotated[StrictStr | None, Field(default=None, max_length=4096)] = None
 
 

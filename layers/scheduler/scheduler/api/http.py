@@ -24,6 +24,7 @@ from scheduler.errors import (
     SchedulerError,
     StoreUnavailable,
 )
+from scheduler.models import is_lease_id
 
 logger = Logger(child=True)
 
@@ -84,6 +85,13 @@ class HttpRequest(BaseModel):
             raise InvalidRequest(f"missing path parameter {name}")
         return value
 
+    def lease_id(self) -> str:
+        """The `{lease_id}` path parameter; a value that is no lease id names no lease (404)."""
+        value = self.path_parameter("lease_id")
+        if not is_lease_id(value):
+            raise LeaseNotFound(f"lease {value[:64]} not found")
+        return value
+
     def json_body(self, model: type[Model], *, required: bool = True) -> Model:
         """The body parsed into `model`; InvalidRequest naming each problem otherwise."""
         raw = self._raw_body()
@@ -93,8 +101,8 @@ class HttpRequest(BaseModel):
             raw = b"{}"
         try:
             data = json.loads(raw)
-        except (UnicodeDecodeError, ValueError) as error:
-            raise InvalidRequest("request body is not valid JSON") from error
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise InvalidRequest("request body is not valid JSON (or nested too deeply)") from error
         return parse_model(model, data, what="request body")
 
     def _raw_body(self) -> bytes:

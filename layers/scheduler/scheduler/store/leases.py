@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner, StoreUnavailable
-from scheduler.models import Lease, LeaseStatus, ListFilter
+from scheduler.models import Lease, LeaseStatus, ListFilter, is_lease_id
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import counters
 from scheduler.store.counters import Limit, LimitReached
@@ -261,8 +261,7 @@ class LeaseStore:
 
     def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
         """Claim an `active` lease for a caller's release, checking the owner in the same write."""
-        values = {":owner": string_attr(owner or "\u0000")}
-        owner_ok = "(attribute_not_exists(owner_id) OR owner_id = :owner)"
+        values, owner_ok = _owner_condition(owner)
         # An expired lease the sweep has not reached yet is already over for its caller (404, as
         # renew says); the sweep releases its worker and records it as `expired`.
         condition = f"#status = :active AND expires_epoch > :now AND {owner_ok}"
@@ -399,8 +398,9 @@ class LeaseStore:
             ":now": number_attr(epoch(now)),
             ":start": number_attr(start),
             ":active": string_attr("active"),
-            ":owner": string_attr(owner or "\u0000"),
         }
+        owner_values, owner_ok = _owner_condition(owner)
+        values.update(owner_values)
         if ttl_seconds is None:
             expires = ":start + ttl_seconds"
             sets = f"expires_epoch = {expires}, due_at = {expires}, #ttl = {expires}"
@@ -415,10 +415,7 @@ class LeaseStore:
                 TableName=self.table_name,
                 Key={"lease_id": string_attr(lease_id)},
                 UpdateExpression=f"SET {sets}",
-                ConditionExpression=(
-                    "#status = :active AND expires_epoch > :now"
-                    " AND (attribute_not_exists(owner_id) OR owner_id = :owner)"
-                ),
+                ConditionExpression=(f"#status = :active AND expires_epoch > :now AND {owner_ok}"),
                 ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
@@ -576,10 +573,11 @@ class LeaseStore:
             isinstance(key, dict)
             and set(key) == {"lease_id", "live_shard", "due_at"}
             and isinstance(key["lease_id"], dict)
-            and isinstance(key["lease_id"].get("S"), str)
+            and is_lease_id(key["lease_id"].get("S"))
             and key["live_shard"] == {"S": str(shard)}
             and isinstance(key["due_at"], dict)
             and str(key["due_at"].get("N", "")).isdigit()
+            and len(str(key["due_at"]["N"])) <= 12
         )
 
     def _call(self, operation: str, **request: Any) -> dict[str, Any]:
@@ -607,6 +605,13 @@ class LeaseStore:
             self.reads.capacity_units += float(response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
         self.reads.by_operation[operation] = self.reads.by_operation.get(operation, 0) + 1
         return response
+
+
+def _owner_condition(owner: str | None) -> tuple[dict[str, Any], str]:
+    """The owner check: an owned lease needs its owner; without X-Lease-Owner only an unowned lease passes."""
+    if owner is None:
+        return {}, "attribute_not_exists(owner_id)"
+    return {":owner": string_attr(owner)}, "(attribute_not_exists(owner_id) OR owner_id = :owner)"
 
 
 _SNAKE = {
