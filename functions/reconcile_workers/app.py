@@ -31,6 +31,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     )
     for provider in providers.names:
         emit("OrphanRemoved", MetricUnit.Count, report.orphans_by_provider.get(provider, 0), provider=provider)
+        emit("ActiveLeases", MetricUnit.Count, report.live_by_provider.get(provider, 0), provider=provider)
     for lease in report.ended:
         lease_ended(lease)
         if lease.lease_id in report.ghosts_failed:

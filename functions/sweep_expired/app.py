@@ -7,12 +7,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler import expiry
 from scheduler.observability import emit, lease_ended
-from scheduler.runtime import lease_store, provider_registry
+from scheduler.runtime import lease_limits, lease_store, provider_registry
 
 logger = Logger()
 metrics = Metrics()
 store = lease_store()
 providers = provider_registry()
+limits = lease_limits()
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -24,8 +25,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         lease_ended(lease)
         emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
-    for counter, live in store.counter_values().items():
-        if counter.startswith("provider#"):
-            emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
+    if limits.provider_caps:  # counted providers: an exact figure every minute (else the reconciler's)
+        for counter, live in store.counter_values().items():
+            if counter.startswith("provider#"):
+                emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
     logger.info("sweep finished", extra={"ended": len(report.ended), "failed": len(report.failed_releases)})
     return {"ended": len(report.ended), "failed_releases": len(report.failed_releases)}

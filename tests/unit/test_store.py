@@ -93,10 +93,17 @@ def test_activate_without_endpoint_or_price_leaves_them_null(leases: Leases, sto
     assert (active.endpoint, active.cost_per_hour) == (None, None)
 
 
-def test_activate_of_an_active_lease_is_refused(leases: Leases, store: LeaseStore) -> None:
+def test_activate_of_a_lease_active_with_another_worker_is_refused(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active()
+    other = ProvisionedWorker(token="ctr-someone-else", endpoint=None)
     with pytest.raises(LeaseStateChanged):
-        store.activate(lease.lease_id, "local-docker", worker_for(lease))
+        store.activate(lease.lease_id, "local-docker", other)
+
+
+def test_repeated_activate_with_the_same_worker_is_a_retry_and_succeeds(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.active()  # as when botocore retries an activate whose first answer timed out
+    again = store.activate(lease.lease_id, "local-docker", worker_for(lease))
+    assert again.status == LeaseStatus.ACTIVE and again.provider_token == lease.provider_token
 
 
 def test_activate_of_unknown_lease_is_refused(store: LeaseStore) -> None:

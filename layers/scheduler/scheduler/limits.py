@@ -15,7 +15,9 @@ class LeaseLimits:
 
     provider_caps: Mapping[str, int] = field(default_factory=dict)
     per_owner: int | None = None
-    # Count every provider's live leases, capped or not: the sweep reports them as ActiveLeases.
+    # Count every provider's live leases, capped or not. Off by default: it turns every acquire and
+    # release into a transaction (2x the write units); the reconciler reports ActiveLeases from its
+    # own listing instead, and the sweep adds the counted ones when caps are set.
     count_providers: bool = False
 
     @classmethod
@@ -29,7 +31,7 @@ class LeaseLimits:
             )
             if cap is not None
         }
-        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner, count_providers=True)
+        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner)
 
     @property
     def active(self) -> bool:

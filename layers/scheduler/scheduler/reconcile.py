@@ -29,6 +29,7 @@ class ReconcileReport:
     counters_repaired: dict[str, tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     orphans_by_provider: Counter[str] = field(default_factory=Counter)
+    live_by_provider: Counter[str] = field(default_factory=Counter)
     ended: list[Lease] = field(default_factory=list)
 
 
@@ -55,6 +56,7 @@ def reconcile(
             report.errors.append(f"{provider.name}: {error}")
             logger.warning("cannot list workers; skipping this provider", extra={"provider": provider.name})
     live = {lease.lease_id: lease for lease in store.live_leases()}
+    report.live_by_provider.update(lease.provider for lease in live.values())
 
     for provider_name, listed in workers.items():
         for worker in listed:

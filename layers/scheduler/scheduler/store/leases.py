@@ -95,7 +95,12 @@ class LeaseStore:
         item = self.pending_item(lease)
         put = {"TableName": self.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(lease_id)"}
         if not limits:
-            self._call("PutItem", **put)
+            try:
+                self._call("PutItem", **put, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            except self._errors.ConditionalCheckFailedException as lost:
+                # botocore retried a put whose first attempt landed (its answer timed out): that row is ours.
+                if lost.response.get("Item", {}).get("created_epoch") != item["created_epoch"]:
+                    raise
             return
         held = counters.held_set(limit.counter for limit in limits)
         if held is not None:
@@ -177,8 +182,12 @@ class LeaseStore:
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self._errors.ConditionalCheckFailedException as lost:
+            old = lost.response.get("Item", {})
+            if old.get("status", {}).get("S") == "active" and old.get("provider_token", {}).get("S") == worker.token:
+                return lease_from_item(old)  # a retry of our own write, which had landed
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
 
@@ -447,29 +456,35 @@ class LeaseStore:
     ) -> Claim:
         claim_id = uuid.uuid4().hex
         outcome_expr = ":outcome" if fresh_outcome else "if_not_exists(release_outcome, :outcome)"
-        response = self._call(
-            "UpdateItem",
-            TableName=self.table_name,
-            Key={"lease_id": string_attr(lease_id)},
-            UpdateExpression=(
-                f"SET #status = :releasing_new, claim_id = :claim, release_outcome = {outcome_expr},"
-                " due_at = :claim_due, #ttl = :claim_ttl"
-            ),
-            ConditionExpression=f"attribute_exists(lease_id) AND {condition}",
-            ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
-            ExpressionAttributeValues={
-                **values,
-                **({":now": number_attr(epoch(now))} if ":now" in condition else {}),
-                **({":active": string_attr("active")} if ":active" in condition else {}),
-                ":releasing_new": string_attr("releasing"),
-                ":claim": string_attr(claim_id),
-                ":outcome": string_attr(outcome.value),
-                ":claim_due": number_attr(epoch(now) + self._claim_seconds),
-                ":claim_ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
-            },
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        try:
+            response = self._call(
+                "UpdateItem",
+                TableName=self.table_name,
+                Key={"lease_id": string_attr(lease_id)},
+                UpdateExpression=(
+                    f"SET #status = :releasing_new, claim_id = :claim, release_outcome = {outcome_expr},"
+                    " due_at = :claim_due, #ttl = :claim_ttl"
+                ),
+                ConditionExpression=f"attribute_exists(lease_id) AND {condition}",
+                ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
+                ExpressionAttributeValues={
+                    **values,
+                    **({":now": number_attr(epoch(now))} if ":now" in condition else {}),
+                    **({":active": string_attr("active")} if ":active" in condition else {}),
+                    ":releasing_new": string_attr("releasing"),
+                    ":claim": string_attr(claim_id),
+                    ":outcome": string_attr(outcome.value),
+                    ":claim_due": number_attr(epoch(now) + self._claim_seconds),
+                    ":claim_ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self._errors.ConditionalCheckFailedException as lost:
+            old = lost.response.get("Item", {})
+            if old.get("claim_id", {}).get("S") != claim_id:
+                raise
+            response = {"Attributes": old}  # a retry of our own claim, which had landed
         item = response["Attributes"]
         return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]), counters.held_by(item))
 
@@ -505,8 +520,14 @@ class LeaseStore:
                     [{"Update": update}, *(counters.give_back(self._counters(), counter) for counter in held)], []
                 )
                 return None
-            response = self._call("UpdateItem", **update, ReturnValues="ALL_NEW")
+            response = self._call(
+                "UpdateItem", **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
         except self._errors.ConditionalCheckFailedException as lost:
+            old = lost.response.get("Item", {})
+            landed = old.get("status", {}).get("S") == final.value and "live_shard" not in old
+            if landed and abs(int(old.get("released_epoch", {}).get("N", "0")) - epoch(now)) <= 60:
+                return lease_from_item(old)  # a retry of our own write, which had landed
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
 
@@ -518,7 +539,8 @@ class LeaseStore:
     def _transact(self, items: list[dict[str, Any]], limits: Sequence[Limit], offset: int = 1) -> None:
         """One TransactWriteItems; a failed `take` of limits[i] (at items[offset + i]) raises LimitReached."""
         try:
-            self._call("TransactWriteItems", TransactItems=items)
+            # The token makes botocore's retry of a timed-out transaction a no-op instead of a second try.
+            self._call("TransactWriteItems", TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
         except self._errors.TransactionCanceledException as cancelled:
             reasons = cancelled.response.get("CancellationReasons", [])
             for index, reason in enumerate(reasons):
