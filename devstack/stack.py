@@ -99,6 +99,29 @@ def _default_name(table_id: str) -> str:
     return "openalice-scheduler-" + "-".join(word.lower() for word in words)
 
 
+def create_template_tables(
+    client: Any, template: SamTemplate, leases_table: str = DEFAULT_TABLE
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Create every table of `template` on `client` (the embedded DynamoDB).
+
+    Returns the functions' variables mapped to the table names (`{"LEASES_TABLE": ...}`) and the
+    stream ARN of each table that has a stream, by logical id. The leases table is `leases_table`;
+    another table is named by its variable in the environment (`COUNTERS_TABLE=...`), else after its
+    logical id (`LeaseCountersTable` → `openalice-scheduler-lease-counters`).
+    """
+    table_names: dict[str, str] = {}
+    stream_arns: dict[str, str] = {}
+    for table_id, definition in template.tables.items():
+        variable = template.table_variables[table_id]
+        name = leases_table if variable == "LEASES_TABLE" else os.environ.get(variable) or _default_name(table_id)
+        arn = create_table(client, name, definition)
+        table_names[variable] = name
+        if arn:
+            stream_arns[table_id] = arn
+        _progress(f"table {name} ({variable}) created from template resource {table_id}")
+    return table_names, stream_arns
+
+
 def _local_engine_answers() -> bool:
     if not Path(_LOCAL_ENGINE.removeprefix("unix://")).exists():
         return False
@@ -163,18 +186,7 @@ class LocalStack:
         self._cleanups.append(database.stop)
         _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
         client = database.client()
-        table_names: dict[str, str] = {}
-        stream_arns: dict[str, str] = {}
-        for table_id, definition in self.template.tables.items():
-            variable = self.template.table_variables[table_id]
-            name = (
-                self.table_name if variable == "LEASES_TABLE" else os.environ.get(variable) or _default_name(table_id)
-            )
-            arn = create_table(client, name, definition)
-            table_names[variable] = name
-            if arn:
-                stream_arns[table_id] = arn
-            _progress(f"table {name} ({variable}) created from template resource {table_id}")
+        table_names, stream_arns = create_template_tables(client, self.template, self.table_name)
 
         target = docker_target(self.state_dir)
         if target.started is not None:

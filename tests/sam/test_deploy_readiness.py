@@ -1,0 +1,268 @@
+"""Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator), `sam validate --lint`, samconfig.toml.
+
+The translation runs in .venv-sam (the translator's pydantic pin cannot share the dev venv), through
+tests/security/sam_transform.py; no AWS call is made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from typing import Any
+
+import pytest
+
+from tests.sam.conftest import REPO, SAM, SAM_PYTHON, require_sam_cli
+
+TRANSFORM = REPO / "tests" / "security" / "sam_transform.py"
+ROUTES = {
+    ("GET", "/health"): "HealthFunction",
+    ("POST", "/v1/lease"): "AcquireLeaseFunction",
+    ("GET", "/v1/leases"): "ListLeasesFunction",
+    ("GET", "/v1/lease/{lease_id}"): "GetLeaseFunction",
+    ("POST", "/v1/lease/{lease_id}/renew"): "RenewLeaseFunction",
+    ("DELETE", "/v1/lease/{lease_id}"): "ReleaseLeaseFunction",
+}
+LIVE_STATUSES = {"pending", "active", "releasing"}
+DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    """template.yaml translated to the CloudFormation `sam deploy` submits."""
+    require_sam_cli()
+    result = subprocess.run(
+        [str(SAM_PYTHON), str(TRANSFORM), str(REPO / "template.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"},
+        check=False,
+    )
+    assert result.returncode == 0, f"the SAM translator refused template.yaml:\n{result.stderr[-4000:]}"
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+@pytest.fixture(scope="module")
+def resources(template: dict[str, Any]) -> dict[str, Any]:
+    return dict(template["Resources"])
+
+
+def _of_type(resources: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: resource["Properties"] for name, resource in resources.items() if resource["Type"] == kind}
+
+
+def _branches(value: Any) -> list[Any]:
+    """Both outcomes of an Fn::If; AWS::NoValue is nothing."""
+    if isinstance(value, dict) and set(value) == {"Fn::If"}:
+        return _branches(value["Fn::If"][1]) + _branches(value["Fn::If"][2])
+    if value == {"Ref": "AWS::NoValue"}:
+        return []
+    return [value]
+
+
+def _role_statements(resources: dict[str, Any], function: str) -> list[dict[str, Any]]:
+    role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = []
+    for entry in resources[role]["Properties"].get("Policies", []):
+        for policy in _branches(entry):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                statements += _branches(statement)
+    return statements
+
+
+def _actions(statements: list[dict[str, Any]]) -> set[str]:
+    actions: set[str] = set()
+    for statement in statements:
+        action = statement["Action"]
+        actions |= set(action if isinstance(action, list) else [action])
+    return actions
+
+
+def test_sam_validate_lint_is_clean() -> None:
+    require_sam_cli()
+    result = subprocess.run(
+        [str(SAM), "validate", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is a valid SAM Template" in result.stdout + result.stderr
+
+
+def test_one_function_per_route(resources: dict[str, Any]) -> None:
+    (api,) = _of_type(resources, "AWS::ApiGatewayV2::Api").values()
+    routes = {}
+    for path, methods in api["Body"]["paths"].items():
+        for method, operation in methods.items():
+            uri = operation["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
+            routes[(method.upper(), path)] = re.search(r"\$\{(\w+)\.Arn\}", uri).group(1)  # type: ignore[union-attr]
+
+    assert routes == ROUTES
+    assert len(set(routes.values())) == len(routes)
+    for function in routes.values():
+        assert resources[function]["Type"] == "AWS::Lambda::Function"
+
+
+def test_every_route_but_health_goes_through_the_authorizer(resources: dict[str, Any]) -> None:
+    (api,) = _of_type(resources, "AWS::ApiGatewayV2::Api").values()
+    scheme = api["Body"]["components"]["securitySchemes"]["InternalSecretAuthorizer"]["x-amazon-apigateway-authorizer"]
+
+    assert scheme["type"] == "request"
+    assert scheme["identitySource"] == ["$request.header.X-Internal-Secret"]
+    assert scheme["authorizerPayloadFormatVersion"] == "2.0"
+    assert scheme["enableSimpleResponses"] is True
+    assert scheme["authorizerResultTtlInSeconds"] == 300
+    assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
+    for path, methods in api["Body"]["paths"].items():
+        for method, operation in methods.items():
+            expected = [{"NONE": []}] if path == "/health" else [{"InternalSecretAuthorizer": []}]
+            assert operation["security"] == expected, f"{method} {path}"
+
+
+def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, Any]) -> None:
+    table = resources["LeasesTable"]["Properties"]
+
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    assert table["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert table["KeySchema"] == [{"AttributeName": "lease_id", "KeyType": "HASH"}]
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "live-by-due"
+    assert index["KeySchema"] == [
+        {"AttributeName": "live_shard", "KeyType": "HASH"},
+        {"AttributeName": "due_at", "KeyType": "RANGE"},
+    ]
+    # Sparse: the index keys are not the table's key, so only items carrying them (live leases) appear.
+    assert {key["AttributeName"] for key in index["KeySchema"]}.isdisjoint({"lease_id"})
+
+
+def test_stream_mapping_filters_ttl_deletions_of_live_leases(resources: dict[str, Any]) -> None:
+    (mapping,) = _of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+
+    assert mapping["FunctionName"] == {"Ref": "TtlStreamFunction"}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["LeasesTable", "StreamArn"]}
+    (criterion,) = mapping["FilterCriteria"]["Filters"]
+    pattern = json.loads(criterion["Pattern"])
+    assert pattern["eventName"] == ["REMOVE"]
+    assert pattern["userIdentity"] == {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
+    assert set(pattern["dynamodb"]["OldImage"]["status"]["S"]) == LIVE_STATUSES
+    assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["MaximumRetryAttempts"] > 0
+
+
+def test_schedules_run_the_sweep_and_the_reconciler(resources: dict[str, Any]) -> None:
+    rules = {
+        rule["Targets"][0]["Arn"]["Fn::GetAtt"][0]: rule["ScheduleExpression"]
+        for rule in _of_type(resources, "AWS::Events::Rule").values()
+    }
+
+    assert rules["SweepExpiredFunction"] == "rate(1 minute)"
+    assert rules["ReconcileWorkersFunction"] == {"Ref": "ReconcileSchedule"}
+    allowed = {
+        permission["FunctionName"]["Ref"]
+        for permission in _of_type(resources, "AWS::Lambda::Permission").values()
+        if permission["Principal"] == "events.amazonaws.com"
+    }
+    assert allowed >= {"SweepExpiredFunction", "ReconcileWorkersFunction"}
+
+
+def test_idempotency_table_expires_its_records(resources: dict[str, Any]) -> None:
+    table = resources["IdempotencyTable"]["Properties"]
+
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+    assert resources["AcquireLeaseFunction"]["Properties"]["Environment"]["Variables"]["IDEMPOTENCY_TABLE"] == {
+        "Ref": "IdempotencyTable"
+    }
+
+
+def test_dashboard_and_alarms(resources: dict[str, Any]) -> None:
+    (dashboard,) = _of_type(resources, "AWS::CloudWatch::Dashboard").values()
+    alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
+
+    assert "DashboardBody" in dashboard
+    assert {"OrphansFoundAlarm", "GhostLeasesAlarm", "SweepLagAlarm", "StreamHandlerErrorsAlarm"} <= set(alarms)
+    for name, alarm in alarms.items():
+        assert alarm["TreatMissingData"] == "notBreaching", name
+        assert _branches(alarm["AlarmActions"]) == [[{"Ref": "AlarmTopicArn"}]], name
+
+
+def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
+    tables = {name for name, resource in resources.items() if resource["Type"] == "AWS::DynamoDB::Table"}
+    for function in _of_type(resources, "AWS::Lambda::Function"):
+        statements = _role_statements(resources, function)
+        actions = _actions(statements)
+        assert not [action for action in actions if action == "*" or action.endswith(":*")], function
+        for statement in statements:
+            if any(action.startswith("dynamodb:") for action in _actions([statement])):
+                text = json.dumps(statement["Resource"])
+                assert set(re.findall(r'"(\w+Table)"', text)) <= tables, (function, text)
+        if function in {"HealthFunction"}:
+            assert not actions, f"{function} needs no AWS permission: {actions}"
+        if function in {"ListLeasesFunction", "GetLeaseFunction", "AuthorizerFunction"}:
+            assert not [action for action in actions if DYNAMODB_WRITES.match(action)], function
+        reads_secrets = any(action.startswith("secretsmanager:") for action in actions)
+        assert reads_secrets == (
+            function
+            in {
+                "AuthorizerFunction",
+                "AcquireLeaseFunction",
+                "ReleaseLeaseFunction",
+                "SweepExpiredFunction",
+                "TtlStreamFunction",
+                "ReconcileWorkersFunction",
+            }
+        ), function
+
+
+def test_parameters_for_secrets_docker_host_images_providers_and_limits(template: dict[str, Any]) -> None:
+    parameters = template["Parameters"]
+    for name in (
+        "InternalSecretArn",
+        "DockerTlsSecretArn",
+        "RunpodApiKeySecretArn",
+        "DockerHost",
+        "RendererImage",
+        "AnimImage",
+        "Providers",
+        "LocalDockerMaxLeases",
+        "RunpodMaxLeases",
+        "MaxLeasesPerOwner",
+    ):
+        assert name in parameters, name
+
+
+def test_outputs_name_the_api_url_and_the_table(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+
+    assert "execute-api" in outputs["ApiUrl"]["Value"]["Fn::Sub"]
+    assert outputs["LeasesTableName"]["Value"] == {"Ref": "LeasesTable"}
+
+
+def test_sam_local_endpoint_is_declared_but_never_deployed(resources: dict[str, Any]) -> None:
+    """`sam local --env-vars` can only set declared variables; in AWS the variable must not exist."""
+    for function in _of_type(resources, "AWS::Lambda::Function").values():
+        variables = function.get("Environment", {}).get("Variables", {})
+        assert variables.get("AWS_ENDPOINT_URL") == {"Ref": "AWS::NoValue"}
+
+
+def test_samconfig_has_dev_and_prod_and_local_settings() -> None:
+    config = tomllib.loads((REPO / "samconfig.toml").read_text())
+
+    stacks = {env: config[env]["global"]["parameters"]["stack_name"] for env in ("default", "dev", "prod")}
+    # A plain `sam deploy` ([default]) deploys the dev stack, never production.
+    assert stacks["default"] == stacks["dev"] != stacks["prod"]
+    for environment in ("default", "dev", "prod"):
+        deploy = config[environment]["deploy"]["parameters"]
+        assert deploy["capabilities"] == "CAPABILITY_IAM"
+        assert deploy["confirm_changeset"] is True
+        assert deploy["resolve_s3"] is True
+        assert deploy["s3_prefix"] == config[environment]["global"]["parameters"]["stack_name"], environment
+    for command in ("local_invoke", "local_start_api"):
+        local = config["default"][command]["parameters"]
+        assert local["docker_network"] == "host"
+        assert local["skip_pull_image"] is True
