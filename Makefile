@@ -14,7 +14,7 @@ SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
 
-.PHONY: help run test lint typecheck unit integration validate build security clean sam-local sam-test
+.PHONY: help run test lint typecheck unit integration validate build security clean sam-local sam-test bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -64,6 +64,9 @@ unit: $(VENV)/.installed ## Only the fast tests (no Docker)
 
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers
+
+bench: $(VENV)/.installed ## Benchmarks (cold start, round trips, overhead, provisioning, sweep cost, expiry lag) → bench/results
+	@$(PY) bench/run_all.py
 
 sam-local: $(VENV)/.installed $(SAM_VENV)/.installed ## What `sam local` needs, on loopback (writes .local/sam/env.json); Ctrl-C stops
 	@exec $(PY) -m devstack.sam_local

@@ -6,30 +6,33 @@ Measured against two floors in the same run — bare `python -c pass` and `impor
 boto3.client("dynamodb")` — with every (site, subject) pair run once per round, in a fresh random
 order each round, so drift of a shared machine lands on every subject alike. Figures are medians.
 
-Three sites (what is importable, and whether it is byte-compiled):
+Sites (what is importable, and whether it is byte-compiled):
 
 - `venv`: the project's .venv as it is (dev extras such as awscrt and pyOpenSSL are importable,
   and boto3 picks them up, so even the boto3 floor is heavier than in Lambda).
-- `lambda-as-built`: what `sam build` ships. The runtime's boto3/botocore/s3transfer/jmespath/
-  dateutil/six/urllib3 with bytecode; the layer (`scheduler` + layers/scheduler/requirements.txt
-  and their dependencies) and the function code as plain sources without `__pycache__`, as
-  aws-lambda-builders extracts the wheels; `/var/task` and `/opt` are read-only, so every cold
-  start compiles them (the process runs with `sys.dont_write_bytecode`). `python -S`: no venv.
-- `lambda-precompiled`: the same layer with bytecode (what a build step running `compileall`
-  would ship).
+- `lambda-bytecode`: what `sam build` ships now (layers/scheduler/Makefile, BuildMethod
+  makefile). `python -S` (no venv) with the runtime's boto3/botocore/s3transfer/jmespath/dateutil/
+  six/urllib3 (bytecode, as AWS ships them) behind the layer (`scheduler` +
+  layers/scheduler/requirements.txt and their dependencies, byte-compiled with
+  `compileall --invalidation-mode unchecked-hash`, as that Makefile does); the function code as
+  plain sources (SAM copies functions/<name>/ as it is). `/opt` and `/var/task` are read-only in
+  Lambda, so the process runs with `sys.dont_write_bytecode`.
+- `lambda-no-bytecode` (not run by default): the layer as SAM's own Python builder shipped it
+  before (wheels extracted, no `.pyc` at all), compiled at every cold start.
 
-Also per (site, function): peak RSS (ru_maxrss of the process) and one `python -X importtime` run
-whose top offenders (by package and by module, self time) say what to cut.
-Writes bench/results/cold_start.json.
+Also per (site, function): peak RSS (the child's VmHWM) and `python -X importtime` runs whose top
+offenders (by package and by module, self time) say what to cut. Writes bench/results/cold_start.json.
 
-    .venv/bin/python bench/cold_start.py [--runs 15] [--sites venv,lambda-as-built,lambda-precompiled]
+    .venv/bin/python bench/cold_start.py [--runs 15] [--sites venv,lambda-bytecode,lambda-no-bytecode]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib.metadata
 import os
+import py_compile
 import random
 import re
 import shutil
@@ -63,7 +66,8 @@ FUNCTIONS = (
 TARGET_FUNCTIONS = ("health", "acquire_lease", "list_leases", "get_lease", "release_lease", "renew_lease")
 MEMORY_MB = {"health": 128, "authorizer": 128}  # template.yaml; every other function: Globals 256
 DEFAULT_MEMORY_MB = 256
-SITES = ("venv", "lambda-as-built", "lambda-precompiled")
+SITES = ("venv", "lambda-bytecode", "lambda-no-bytecode")
+DEFAULT_SITES = ("venv", "lambda-bytecode")
 BARE, BOTO3 = "floor: bare python", "floor: boto3 + DynamoDB client"
 ENVIRONMENT = {
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -180,20 +184,24 @@ def build_sites(workdir: Path, names: tuple[str, ...]) -> dict[str, Site]:
         functions = root / "var-task"
         for function in FUNCTIONS:
             _copy_sources(REPO / "functions" / function, functions / function)
-        precompiled = name == "lambda-precompiled"
+        compiled = name == "lambda-bytecode"
+        if compiled:  # as layers/scheduler/Makefile does
+            compileall.compile_dir(
+                str(layer), quiet=1, workers=0, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+            )
         sites[name] = Site(
             name,
             flags=("-S",),
             layer_paths=(str(layer), str(runtime)),
             runtime_paths=(str(runtime),),
-            read_only=not precompiled,
+            read_only=True,
             function_root=functions,
             description=(
-                "runtime boto3 with bytecode; layer and function code "
+                "Lambda-like: runtime boto3 with bytecode; "
                 + (
-                    "byte-compiled once (warm-up run), as a compileall build step would ship them"
-                    if precompiled
-                    else "as sources only (no __pycache__), compiled at every cold start (read-only /opt, /var/task)"
+                    "layer byte-compiled (unchecked-hash) as layers/scheduler/Makefile builds it; functions as sources"
+                    if compiled
+                    else "layer and function code as sources only, compiled at every cold start (SAM's Python builder)"
                 )
             ),
         )
@@ -225,24 +233,10 @@ class Subject:
         return self.function is not None
 
 
-PROPOSED_HEALTH = '''"""GET /health, as proposed: no json and no typing import (the body is a constant string)."""
-
-_RESPONSE = {
-    "statusCode": 200,
-    "headers": {"Content-Type": "application/json"},
-    "body": '{"status":"ok","service":"openalice-scheduler"}',
-}
-
-
-def lambda_handler(event: dict[str, object], context: object) -> dict[str, object]:
-    """Always 200 while the function can run."""
-    return _RESPONSE
-'''
-WHAT_IF_SITE = "lambda-precompiled"
+WHAT_IF_SITE = "lambda-bytecode"
 WHAT_IF_POWERTOOLS = "what-if: boto3 floor + powertools Logger() and Metrics()"
 WHAT_IF_MODELS = "what-if: boto3 floor + import scheduler.models (pydantic)"
 WHAT_IF_PYDANTIC = "what-if: boto3 floor + import pydantic (no models)"
-WHAT_IF_HEALTH = "what-if: health without json/typing imports"
 
 
 def subjects(extra_providers: bool, what_ifs: bool, workdir: Path) -> list[Subject]:
@@ -251,7 +245,7 @@ def subjects(extra_providers: bool, what_ifs: bool, workdir: Path) -> list[Subje
         Subject(BOTO3, code="import boto3; boto3.client('dynamodb')", paths="runtime"),
         *(Subject(function, function) for function in TARGET_FUNCTIONS),
         *(
-            Subject(function, function, timed=False, sites=("venv", "lambda-as-built"))
+            Subject(function, function, timed=False, sites=DEFAULT_SITES)
             for function in FUNCTIONS
             if function not in TARGET_FUNCTIONS
         ),
@@ -262,9 +256,6 @@ def subjects(extra_providers: bool, what_ifs: bool, workdir: Path) -> list[Subje
                 Subject(f"acquire_lease [PROVIDERS={providers}]", "acquire_lease", env=(("PROVIDERS", providers),))
             )
     if what_ifs:
-        proposed = workdir / "proposed" / "health"
-        proposed.mkdir(parents=True)
-        (proposed / "app.py").write_text(PROPOSED_HEALTH)
         found += [
             Subject(
                 WHAT_IF_POWERTOOLS,
@@ -285,7 +276,6 @@ def subjects(extra_providers: bool, what_ifs: bool, workdir: Path) -> list[Subje
                 paths="layer",
                 sites=(WHAT_IF_SITE,),
             ),
-            Subject(WHAT_IF_HEALTH, "health", sites=(WHAT_IF_SITE,), proposed_dir=str(proposed)),
         ]
     return found
 
@@ -410,7 +400,7 @@ def measure(
         for site, subject in timed:
             wall, cpu, init, rss = run_once(subject, site)
             if round_number == 0:
-                continue  # warm-up: page cache, and the precompiled site's bytecode
+                continue  # warm-up: page cache
             samples = results[site.name][subject.name]
             samples.wall_ms.append(wall)
             samples.cpu_ms.append(cpu)
@@ -446,7 +436,7 @@ def figures(samples: Samples, timed: bool) -> dict[str, Any]:
 def targets_for(site: str, results: dict[str, dict[str, Any]]) -> list[Target]:
     bare, boto = results[BARE], results[BOTO3]
     found: list[Target] = []
-    for name in ("health", WHAT_IF_HEALTH):
+    for name in ("health",):
         if name in results:
             found.append(
                 Target(
@@ -484,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15, help="measured runs per subject (after a warm-up run)")
     parser.add_argument("--rss-runs", type=int, default=3, help="runs of the functions without a time target")
-    parser.add_argument("--sites", default=",".join(SITES))
+    parser.add_argument("--sites", default=",".join(DEFAULT_SITES), help=f"from {', '.join(SITES)}")
     parser.add_argument("--provider-variants", action="store_true", help="also acquire with PROVIDERS=runpod / both")
     parser.add_argument("--no-what-ifs", action="store_true", help="skip the decomposition subjects")
     parser.add_argument("--importtime-runs", type=int, default=2, help="0 to skip importtime")
