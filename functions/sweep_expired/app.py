@@ -26,8 +26,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
     if limits.provider_caps:  # counted providers: an exact figure every minute (else the reconciler's)
-        for counter, live in store.counter_values().items():
-            if counter.startswith("provider#"):
-                emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
+        capped = [f"provider#{name}" for name in limits.provider_caps]
+        for counter, live in store.counters(capped).items():
+            emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
     logger.info("sweep finished", extra={"ended": len(report.ended), "failed": len(report.failed_releases)})
     return {"ended": len(report.ended), "failed_releases": len(report.failed_releases)}
