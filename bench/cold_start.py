@@ -29,10 +29,8 @@ offenders (by package and by module, self time) say what to cut. Writes bench/re
 from __future__ import annotations
 
 import argparse
-import compileall
 import importlib.metadata
 import os
-import py_compile
 import random
 import re
 import shutil
@@ -186,8 +184,20 @@ def build_sites(workdir: Path, names: tuple[str, ...]) -> dict[str, Site]:
             _copy_sources(REPO / "functions" / function, functions / function)
         compiled = name == "lambda-bytecode"
         if compiled:  # as layers/scheduler/Makefile does
-            compileall.compile_dir(
-                str(layer), quiet=1, workers=0, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "compileall",
+                    "-q",
+                    "-j",
+                    "0",
+                    "--invalidation-mode",
+                    "unchecked-hash",
+                    str(layer),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
             )
         sites[name] = Site(
             name,
