@@ -1,13 +1,12 @@
 """Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator), `sam validate --lint`, samconfig.toml.
 
 The translation runs in .venv-sam (the translator's pydantic pin cannot share the dev venv), through
-tests/security/sam_transform.py; no AWS call is made.
+tests/support/sam_transform.py; no AWS call is made.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import tomllib
@@ -15,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.sam.conftest import REPO, SAM, SAM_PYTHON, require_sam_cli
+from tests.sam.conftest import REPO, SAM, require_sam_cli
+from tests.support.translated_template import translated_template
 
-TRANSFORM = REPO / "tests" / "security" / "sam_transform.py"
 ROUTES = {
     ("GET", "/health"): "HealthFunction",
     ("POST", "/v1/lease"): "AcquireLeaseFunction",
@@ -34,17 +33,7 @@ DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactW
 def template() -> dict[str, Any]:
     """template.yaml translated to the CloudFormation `sam deploy` submits."""
     require_sam_cli()
-    result = subprocess.run(
-        [str(SAM_PYTHON), str(TRANSFORM), str(REPO / "template.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"},
-        check=False,
-    )
-    assert result.returncode == 0, f"the SAM translator refused template.yaml:\n{result.stderr[-4000:]}"
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
+    return translated_template()
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Least privilege, read off the CloudFormation that SAM actually deploys (template.yaml translated).
 
 The SAM translator lives in .venv-sam (its pydantic pin, ~=2.13, cannot share the dev venv with the
-layer's pydantic 2.14), so the translation runs there as a subprocess: see sam_transform.py.
+layer's pydantic 2.14), so the translation runs there as a subprocess: see tests/support/sam_transform.py.
 
 What is asserted:
 - every role is assumed by Lambda alone, and carries only the AWS managed policies allow-listed below;
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +26,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.translated_template import SAM_PYTHON, translated_template
+
 REPO = Path(__file__).resolve().parents[2]
-SAM_PYTHON = REPO / ".venv-sam" / "bin" / "python"
-TRANSFORM = Path(__file__).with_name("sam_transform.py")
 
 # AWS managed policies SAM attaches by itself. Their statements are AWS's, on `Resource: "*"`:
 ALLOWED_MANAGED_POLICIES = {
@@ -118,18 +117,7 @@ def _require_sam_venv() -> None:
 def transformed() -> dict[str, Any]:
     """template.yaml as the CloudFormation SAM deploys."""
     _require_sam_venv()
-    result = subprocess.run(
-        [str(SAM_PYTHON), str(TRANSFORM), str(REPO / "template.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"},
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"the SAM translator refused template.yaml:\n{result.stderr[-4000:]}")
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
+    return translated_template()
 
 
 @pytest.fixture(scope="module")
