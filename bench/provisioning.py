@@ -13,7 +13,8 @@ at concurrency 1 and 8, blocks of cycles of three kinds:
   the CLI's process start.
 
 Blocks alternate (every kind at one concurrency, in a shuffled order, then the next; the whole
-sequence twice) so drift on a shared machine lands on all kinds alike. A warm-up block first
+sequence four times, in short blocks) so drift on a shared machine lands on all kinds alike; each
+repetition's ratios are reported too, with the CPU other processes took during each stack block. A warm-up block first
 starts the stack's function environments. Per block: cycles/s, create (acquire) and remove
 (release) latency, and CPU seconds per cycle by process group; from the stack's own EMF log
 lines, the driver's ProvisionLatency/ReleaseLatency inside acquire/release. Leaks are checked at
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import sys
 import threading
@@ -252,13 +254,51 @@ def combine(blocks: list[Block]) -> dict[str, Any]:
     return result
 
 
-def targets(results: dict[str, dict[str, Any]]) -> list[Target]:
+def per_rep(blocks: dict[tuple[int, str], list[Block]]) -> dict[str, dict[str, Any]]:
+    """Each repetition's stack ÷ raw ratios: a block that shared the machine with someone else's burst
+    shows up as one outlying repetition instead of moving the pooled figure unseen."""
+    found: dict[str, dict[str, Any]] = {}
+    for concurrency in (1, 8):
+        stack = blocks[(concurrency, "stack")]
+        for raw in ("raw-cli", "raw-api"):
+            ratios, extras = [], []
+            for mine, theirs in zip(stack, blocks[(concurrency, raw)], strict=True):
+                if mine.create_ms and theirs.create_ms and mine.seconds and theirs.seconds:
+                    ratios.append(
+                        round((len(mine.create_ms) / mine.seconds) / (len(theirs.create_ms) / theirs.seconds), 3)
+                    )
+                    extras.append(round(summary(mine.create_ms)["p50"] - summary(theirs.create_ms)["p50"], 1))
+            found[f"c={concurrency} vs {raw}"] = {
+                "throughput_ratio": ratios,
+                "acquire_minus_create_p50_ms": extras,
+                "median_throughput_ratio": round(statistics.median(ratios), 3) if ratios else None,
+                "median_acquire_minus_create_p50_ms": round(statistics.median(extras), 1) if extras else None,
+                "other_processes_cpu_ms_per_cycle": [
+                    round(
+                        block.cpu.get("by_group_cpu_seconds", {}).get("other processes on the machine", 0.0)
+                        * 1000
+                        / max(1, len(block.create_ms)),
+                        1,
+                    )
+                    for block in stack
+                ],
+            }
+    return found
+
+
+def targets(results: dict[str, dict[str, Any]], reps: dict[str, dict[str, Any]] | None = None) -> list[Target]:
     found: list[Target] = []
     for concurrency, by_mode in results.items():
         stack = by_mode["stack"]
         for raw in ("raw-cli", "raw-api"):
             baseline = by_mode[raw]
             note = "the issue's baseline" if raw == "raw-cli" else "stricter reference: Engine API, no CLI process"
+            rep = (reps or {}).get(f"c={concurrency} vs {raw}", {})
+            if rep.get("throughput_ratio"):
+                note += (
+                    f"; per repetition {rep['throughput_ratio']} (median {rep['median_throughput_ratio']}), "
+                    f"{rep['acquire_minus_create_p50_ms']} ms (median {rep['median_acquire_minus_create_p50_ms']})"
+                )
             found.append(
                 Target(
                     f"c={concurrency}: lease throughput ÷ {raw} throughput",
@@ -295,9 +335,9 @@ def leaks(target: DockerTarget) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cycles-c1", type=int, default=12, help="cycles per block at concurrency 1")
-    parser.add_argument("--cycles-c8", type=int, default=32, help="cycles per block at concurrency 8")
-    parser.add_argument("--reps", type=int, default=2, help="times the sequence of blocks is repeated")
+    parser.add_argument("--cycles-c1", type=int, default=6, help="cycles per block at concurrency 1")
+    parser.add_argument("--cycles-c8", type=int, default=16, help="cycles per block at concurrency 8")
+    parser.add_argument("--reps", type=int, default=4, help="times the sequence of blocks is repeated")
     parser.add_argument("--warmup-cycles", type=int, default=16, help="stack cycles at concurrency 8 before measuring")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, default=None)
@@ -354,7 +394,14 @@ def main(argv: list[str] | None = None) -> int:
             if "log_bytes_per_cycle" in figures:
                 print(f"           log bytes/cycle: {figures['log_bytes_per_cycle']}")
     print(f"leaks: {left}")
-    found = targets(results)
+    repetitions = per_rep(blocks)
+    for name, repetition in repetitions.items():
+        print(
+            f"  {name}: throughput ratio per repetition {repetition['throughput_ratio']}, acquire − create p50 "
+            f"{repetition['acquire_minus_create_p50_ms']} ms; other processes' CPU ms/cycle during the stack "
+            f"blocks {repetition['other_processes_cpu_ms_per_cycle']}"
+        )
+    found = targets(results, repetitions)
     print_targets(found)
     result = {
         **envelope(
@@ -368,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         ),
         "results": results,
+        "per_repetition": repetitions,
         "leaks": left,
         "targets": [target_.as_dict() for target_ in found],
     }

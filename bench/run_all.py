@@ -336,11 +336,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    runs = None if args.summary_only else run(names, args.quick, args.results_dir)
+    timings = args.results_dir / "run_all.json"
+    if args.summary_only:
+        runs = json.loads(timings.read_text()) if timings.is_file() else None
+    else:
+        runs = run(names, args.quick, args.results_dir)
+        timings.write_text(json.dumps(runs, indent=2) + "\n")
     summary = args.results_dir / "summary.md"
     summary.write_text(summary_markdown(args.results_dir, runs))
     print(f"wrote {summary}")
-    if runs:
+    if runs and not args.summary_only:
         total = sum(run["seconds"] for run in runs.values())
         print(f"total {total:.0f} s (budget {BUDGET_SECONDS} s)")
         failed = [name for name, run in runs.items() if run["exit_status"] != 0]
