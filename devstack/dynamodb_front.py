@@ -351,6 +351,11 @@ class DynamoDBFront:
         self._rng = random.Random(self.faults.seed)  # noqa: S311  # nosec B311 - fault injection, not security
         self._tokens = tokens or ClientTokens()
 
+    def set_faults(self, faults: Faults) -> None:
+        """Inject `faults` from now on (the stack turns them on once its tables are restored)."""
+        self._rng = random.Random(faults.seed)  # noqa: S311  # nosec B311 - fault injection, not security
+        self.faults = faults
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         service, _, operation = str(environ.get("HTTP_X_AMZ_TARGET", "")).partition(".")
         if not service.startswith("DynamoDB_"):  # DynamoDB Streams and anything else: moto as it is
