@@ -682,9 +682,13 @@ class LeaseStore:
             return 0, None
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-            shard, key = int(decoded["s"]), decoded["k"]
+            if not isinstance(decoded, dict) or set(decoded) != {"s", "k"} or type(decoded["s"]) is not int:
+                raise ValueError("not a token of this service")
+            shard, key = decoded["s"], decoded["k"]
             if not 0 <= shard < self._shards or not (key is None or self._is_index_key(key, shard)):
                 raise ValueError("not a key of this index")
+            if key is not None:  # the canonical number text: DynamoDB compares keys by value
+                key = {**key, "due_at": {"N": str(int(key["due_at"]["N"]))}}
             return shard, key
         except (ValueError, KeyError, TypeError, binascii.Error) as error:
             raise InvalidRequest("next_token is not a token this service issued") from error
