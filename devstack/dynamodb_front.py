@@ -208,6 +208,7 @@ class ItemLocks:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._holders: dict[Key, str] = {}  # "write" or "transaction"
+        self.conflicts = 0  # refusals because another transaction held an item (not injected ones)
 
     @contextlib.contextmanager
     def write(self, keys: Iterable[Key]) -> Iterator[None]:
@@ -220,6 +221,7 @@ class ItemLocks:
                     while self._holders.get(key) == "write":
                         self._cond.wait()
                     if self._holders.get(key) == "transaction":
+                        self.conflicts += 1
                         raise item_conflict()
                     self._holders[key] = "write"
                     taken.append(key)
@@ -234,6 +236,7 @@ class ItemLocks:
             while True:
                 for index, key in enumerate(keys):
                     if self._holders.get(key) == "transaction":
+                        self.conflicts += 1
                         raise transaction_conflict(len(keys), index)
                 if not any(key in self._holders for key in keys):
                     break

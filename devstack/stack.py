@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
-from devstack.dynamodb_front import Faults
+from devstack.dynamodb_front import ITEMS, Faults
 from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
 from devstack.lambdas import FunctionError, LocalLambda
@@ -199,6 +199,9 @@ class LocalStack:
         if self.faults.active:
             database.front.set_faults(self.faults)
             _progress(f"DYNAMODB_FAULTS: {self.faults.describe()} (conflicts and throttling as DynamoDB answers them)")
+            injected = database.front.injected.by_code
+            self._on_stop.append(lambda: _progress(f"DynamoDB faults injected: {json.dumps(injected, sort_keys=True)}"))
+        self._on_stop.append(lambda: _progress(f"transaction conflicts between clients: {ITEMS.conflicts}"))
 
         target = docker_target(self.state_dir)
         if target.started is not None:
