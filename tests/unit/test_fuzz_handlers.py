@@ -120,7 +120,18 @@ def crafted_token() -> st.SearchStrategy[str]:
             ),
         }
     )
-    payload = st.one_of(st.fixed_dictionaries({"s": json_values(0), "k": st.one_of(st.none(), key)}), json_values())
+    well_formed = st.fixed_dictionaries(  # what this service issues, with any due time: old, future, odd
+        {
+            "lease_id": st.uuids().map(lambda value: {"S": str(value)}),
+            "live_shard": st.just({"S": "0"}),
+            "due_at": st.integers(0, 10**12 - 1).map(lambda value: {"N": str(value)}),
+        }
+    )
+    payload = st.one_of(
+        st.fixed_dictionaries({"s": st.just(0), "k": well_formed}),
+        st.fixed_dictionaries({"s": json_values(0), "k": st.one_of(st.none(), key)}),
+        json_values(),
+    )
     encoded = payload.map(lambda value: base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("="))
     return st.one_of(encoded, nasty_text)
 
@@ -215,6 +226,15 @@ def test_renew_never_answers_5xx(
 )
 def test_list_never_answers_5xx(handlers: Callable[[str], Any], query: dict[str, str], sent: dict[str, str]) -> None:
     response = invoke(handlers("list_leases"), "list_leases.json", queryStringParameters=query, headers=sent)
+    assert_documented(response, {200, 400})
+
+
+@FUZZ
+@given(token=crafted_token(), limit=st.sampled_from(["1", "100"]))
+def test_any_next_token_is_a_page_or_invalid_request(handlers: Callable[[str], Any], token: str, limit: str) -> None:
+    response = invoke(
+        handlers("list_leases"), "list_leases.json", queryStringParameters={"next_token": token, "limit": limit}
+    )
     assert_documented(response, {200, 400})
 
 
