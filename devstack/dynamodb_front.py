@@ -377,7 +377,9 @@ class DynamoDBFront:
             )
             return [refusal.body()]
         except (ValueError, KeyError, TypeError):
-            return list(self._app(environ, start_response))  # let moto answer what it makes of it
+            # Not a request the front can read (bad JSON, unknown table): moto answers it as it would.
+            environ["wsgi.input"] = io.BytesIO(raw)
+            return list(self._app(environ, start_response))
 
     def _inject(self, operation: str, request: dict[str, Any]) -> None:
         if not self.faults.active or operation not in _DATA_PLANE:

@@ -95,7 +95,7 @@ def test_a_query_running_while_items_are_written_never_fails(server: EmbeddedDyn
 
     def write() -> None:
         writing.set()
-        for _ in range(60):
+        for _ in range(30):
             item = {"lease_id": {"S": str(uuid.uuid4())}, "live_shard": {"S": "0"}, "due_at": {"N": "5"}}
             client.put_item(TableName=leases, Item=item)
             client.update_item(
