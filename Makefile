@@ -27,7 +27,7 @@ $(VENV)/.installed: requirements-dev.txt layers/scheduler/requirements.txt
 	@$(PY) -m pip check >/dev/null
 	@touch $@
 
-# dynalite (npm, MIT): the second, independent DynamoDB the store tests run on (tests/dynalite).
+# dynalite (npm, Apache-2.0 since 4.0): the second, independent DynamoDB the store tests run on (tests/dynalite).
 DYNALITE := tests/dynalite/node_modules/.installed
 $(DYNALITE): tests/dynalite/package.json tests/dynalite/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "npm not found: the tests run the store on dynalite too; install Debian's nodejs and npm (apt-get install nodejs npm)" >&2; exit 1; }

@@ -1,9 +1,10 @@
-"""dynalite — an independent DynamoDB implementation (npm `dynalite`, MIT) — served in memory on loopback.
+"""dynalite — an independent DynamoDB implementation (npm `dynalite` 4, Apache-2.0) — served in memory on loopback.
 
 moto is lenient where DynamoDB is strict (start keys outside the key condition, number range,
 reserved words); dynalite enforces DynamoDB's validation, so the store runs against both. dynalite has
 no transactions, no streams and no TTL: tests that need them run on moto only and say so.
-`make` installs it (`npm ci` in tests/dynalite); CI installs Debian's nodejs and npm first.
+`make` installs it (`npm ci` in tests/dynalite); CI installs Debian's nodejs and npm first. dynalite 4
+declares Node >= 20, but its dependencies need only 18 and the suite passes on Debian bookworm's Node 18.
 """
 
 from __future__ import annotations
