@@ -27,6 +27,14 @@ $(VENV)/.installed: requirements-dev.txt layers/scheduler/requirements.txt
 	@$(PY) -m pip check >/dev/null
 	@touch $@
 
+# dynalite (npm, Apache-2.0 since 4.0): the second, independent DynamoDB the store tests run on (tests/dynalite).
+DYNALITE := tests/dynalite/node_modules/.installed
+$(DYNALITE): tests/dynalite/package.json tests/dynalite/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm not found: the tests run the store on dynalite too; install Debian's nodejs and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	@echo "==> npm ci in tests/dynalite (dynalite $$(sed -n 's/.*"dynalite": "\(.*\)".*/\1/p' tests/dynalite/package.json))"
+	@cd tests/dynalite && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 $(SAM_VENV)/.installed: requirements-sam.txt
 	@echo "==> installing SAM CLI into $(SAM_VENV)"
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
@@ -34,10 +42,10 @@ $(SAM_VENV)/.installed: requirements-sam.txt
 	@$(SAM_VENV)/bin/sam --version
 	@touch $@
 
-run: $(VENV)/.installed ## Serve the lease API on http://127.0.0.1:$${PORT:-3000} with every part running locally
-	@exec $(PY) -m devstack
+run: $(VENV)/.installed ## Serve the lease API locally (tables kept in .local/dynamodb; FRESH=1 starts empty)
+	@exec $(PY) -m devstack $(if $(FRESH),--fresh)
 
-test: lint typecheck validate ## The whole suite: lint, types, template, unit and integration tests
+test: lint typecheck validate $(DYNALITE) ## The whole suite: lint, types, template, unit and integration tests
 	@echo "==> pytest"
 	@$(PY) -m pytest
 
@@ -59,7 +67,7 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint
 build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PATH)
 	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
-unit: $(VENV)/.installed ## Only the fast tests (no Docker)
+unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker)
 	@$(PY) -m pytest tests/unit
 
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host

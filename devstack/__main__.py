@@ -8,7 +8,12 @@ import os
 import sys
 from pathlib import Path
 
+from devstack.dynamodb_front import Faults
 from devstack.stack import STATE_DIR, LocalStack
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,10 +32,34 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(os.environ.get("DEVSTACK_STATE_DIR", str(STATE_DIR))),
         help="where the generated secret, the dev Docker host and stream failures live (default .local/)",
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        default=_flag(os.environ.get("DEVSTACK_FRESH", "")),
+        help="start with empty tables (the previous snapshot is set aside); also DEVSTACK_FRESH=1",
+    )
+    parser.add_argument(
+        "--no-persist",
+        dest="persist",
+        action="store_false",
+        default=os.environ.get("DEVSTACK_PERSIST", "1").strip() not in ("0", "false", "no"),
+        help="keep nothing: no table snapshot, and stop the dev Docker host on exit (DEVSTACK_PERSIST=0)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[devstack] %(levelname)s %(name)s: %(message)s")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's per-request access log
-    stack = LocalStack(port=args.port, ttl_lag_seconds=args.ttl_lag, state_dir=args.state_dir)
+    try:
+        faults = Faults.parse(os.environ.get("DYNAMODB_FAULTS", ""))
+    except ValueError as error:
+        parser.error(str(error))
+    stack = LocalStack(
+        port=args.port,
+        ttl_lag_seconds=args.ttl_lag,
+        state_dir=args.state_dir,
+        persist=args.persist,
+        fresh=args.fresh,
+        faults=faults,
+    )
     stack.start()
     try:
         stack.wait()

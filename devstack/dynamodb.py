@@ -1,17 +1,23 @@
-"""The embedded DynamoDB: moto's server mode on loopback, tables created from the template's own definitions."""
+"""The embedded DynamoDB: moto's server mode on loopback, tables created from the template's own definitions.
+
+moto answers behind `dynamodb_front.DynamoDBFront`, which keeps each conditional write atomic per item
+(no lock over all requests), makes transactions conflict and honour ClientRequestToken as DynamoDB
+does, and injects DynamoDB's contention answers when asked to (DYNAMODB_FAULTS).
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
 import threading
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
+
+from devstack.dynamodb_front import DynamoDBFront, Faults, install_item_level_transactions
 
 DynamoDBClient = Any  # a boto3 DynamoDB client (botocore builds its type at run time)
 
@@ -32,17 +38,16 @@ _CREATE_TABLE_KEYS = (
 )
 
 
-class _OneRequestAtATime:
-    """Serialises moto's request handling: DynamoDB applies each conditional write atomically, moto
-    does not under concurrent requests, and the local stack must not let two claims both win."""
+def _key_names(table_name: str) -> tuple[str, ...]:
+    """A table's key attribute names, from moto's backend (the one account and region the stack uses)."""
+    from moto.dynamodb.models import dynamodb_backends
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
-        self._app = app
-        self._lock = threading.Lock()
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with self._lock:
-            return list(self._app(environ, start_response))
+    for regions in dynamodb_backends.values():
+        for backend in regions.values():
+            table = backend.tables.get(table_name)
+            if table is not None:
+                return (table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else []))
+    raise KeyError(table_name)  # moto answers ResourceNotFoundException itself
 
 
 @dataclass
@@ -52,18 +57,20 @@ class EmbeddedDynamoDB:
     server: BaseWSGIServer
     thread: threading.Thread
     endpoint_url: str
+    front: DynamoDBFront
 
     @classmethod
-    def start(cls, host: str = "127.0.0.1", port: int | None = None) -> EmbeddedDynamoDB:
-        """Start the server on a loopback port (any other address is refused)."""
+    def start(cls, host: str = "127.0.0.1", port: int | None = None, faults: Faults | None = None) -> EmbeddedDynamoDB:
+        """Start the server on a loopback port (any other address is refused); `faults` off by default."""
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"the embedded DynamoDB binds to loopback only, not {host}")
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per request otherwise
-        app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
-        server = make_server(host, port or 0, app, threaded=True, request_handler=MotoRequestHandler)
+        install_item_level_transactions()
+        front = DynamoDBFront(DomainDispatcherApplication(create_backend_app), _key_names, faults)
+        server = make_server(host, port or 0, front, threaded=True, request_handler=MotoRequestHandler)
         thread = threading.Thread(target=server.serve_forever, name="embedded-dynamodb", daemon=True)
         thread.start()
-        return cls(server=server, thread=thread, endpoint_url=f"http://{host}:{server.server_port}")
+        return cls(server=server, thread=thread, endpoint_url=f"http://{host}:{server.server_port}", front=front)
 
     def client(self, service: str = "dynamodb") -> Any:
         """A boto3 client for `dynamodb` or `dynamodbstreams` on this server."""
@@ -82,15 +89,19 @@ class EmbeddedDynamoDB:
         self.thread.join(timeout=10)
 
 
-def create_table(client: Any, table_name: str, definition: dict[str, Any]) -> str | None:
-    """Create a table from its template Properties (stream and TTL included); returns its stream ARN."""
+def create_table(client: Any, table_name: str, definition: dict[str, Any], *, with_ttl: bool = True) -> str | None:
+    """Create a table from its template Properties (stream and TTL included); returns its stream ARN.
+
+    `with_ttl=False` for an implementation without UpdateTimeToLive (dynalite): the table is the same,
+    only nothing would ever expire its items.
+    """
     request: dict[str, Any] = {key: definition[key] for key in _CREATE_TABLE_KEYS if key in definition}
     stream = definition.get("StreamSpecification")
     if stream:
         request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
     client.create_table(TableName=table_name, **request)
     ttl = definition.get("TimeToLiveSpecification")
-    if ttl and ttl.get("Enabled"):
+    if ttl and ttl.get("Enabled") and with_ttl:
         client.update_time_to_live(
             TableName=table_name,
             TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},

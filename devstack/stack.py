@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
+from devstack.dynamodb_front import ITEMS, Faults
+from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
 from devstack.lambdas import FunctionError, LocalLambda
 from devstack.schedules import Schedule
@@ -162,10 +164,15 @@ class LocalStack:
     state_dir: Path = STATE_DIR
     table_name: str = DEFAULT_TABLE
     ttl_lag_seconds: float = 0.0
+    persist: bool = True  # tables snapshot to <state_dir>/dynamodb and restored at start
+    fresh: bool = False  # persisting, but start with empty tables (the old snapshot is set aside)
+    snapshot_seconds: float = 5.0
+    faults: Faults = field(default_factory=Faults)
     template: SamTemplate = field(default_factory=SamTemplate.load)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _cleanups: list[Any] = field(default_factory=list)
+    _on_stop: list[Any] = field(default_factory=list)
 
     def start(self) -> None:
         """Start every part; raises (after cleaning up) if a function refuses to initialise."""
@@ -187,10 +194,24 @@ class LocalStack:
         _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
         client = database.client()
         table_names, stream_arns = create_template_tables(client, self.template, self.table_name)
+        if self.persist:
+            self._restore_tables(client, tuple(table_names.values()))
+        if self.faults.active:
+            database.front.set_faults(self.faults)
+            _progress(f"DYNAMODB_FAULTS: {self.faults.describe()} (conflicts and throttling as DynamoDB answers them)")
+            injected = database.front.injected.by_code
+            self._on_stop.append(lambda: _progress(f"DynamoDB faults injected: {json.dumps(injected, sort_keys=True)}"))
+        self._on_stop.append(lambda: _progress(f"transaction conflicts between clients: {ITEMS.conflicts}"))
 
         target = docker_target(self.state_dir)
         if target.started is not None:
-            self._cleanups.append(target.started.stop)
+            if self.persist:
+                # Its workers belong to leases the snapshot keeps: they must outlive this process too.
+                stop_it = f"{sys.executable} -m devstack.docker_host stop --state-dir {self.state_dir / 'docker'}"
+                note = f"the dev Docker host keeps running with your leases' workers; stop it with: {stop_it}"
+                self._on_stop.append(lambda: _progress(note))
+            else:
+                self._cleanups.append(target.started.stop)
         environment = {
             **{key: value for key, value in os.environ.items() if key not in _CA_BUNDLE_VARIABLES},
             **FAKE_CREDENTIALS,
@@ -252,6 +273,30 @@ class LocalStack:
         for route in self.template.routes:
             _progress(f"route {route.route_key:<32} → {route.function}{'' if route.authorized else ' (no auth)'}")
 
+    def _restore_tables(self, client: Any, tables: tuple[str, ...]) -> None:
+        path = self.state_dir / "dynamodb" / "tables.json"
+        snapshots = TableSnapshots(path, client, tables)
+        if self.fresh:
+            if path.exists():
+                kept = path.with_name("tables.before-fresh.json")
+                path.replace(kept)
+                _progress(f"--fresh: starting with empty tables; the previous ones are kept in {kept}")
+        else:
+            restored = snapshots.restore()
+            if restored:
+                _progress(f"tables restored from {path}: {', '.join(f'{t} {n}' for t, n in restored.items())} items")
+        _progress(
+            f"tables persist in {path} (every {self.snapshot_seconds:g} s and on stop);"
+            " `make run FRESH=1` (or DEVSTACK_FRESH=1) starts empty"
+        )
+        self._every(self.snapshot_seconds, snapshots.save, "snapshot")
+
+        def last_snapshot() -> None:
+            saved = snapshots.save()
+            _progress(f"tables saved to {path} ({saved} items)")
+
+        self._cleanups.append(last_snapshot)  # runs before the embedded DynamoDB stops (cleanups run newest first)
+
     def _every(self, seconds: float, action: Any, name: str) -> None:
         def loop() -> None:
             while not self._stop.wait(seconds):
@@ -290,6 +335,8 @@ class LocalStack:
                 cleanup()
             except Exception:
                 log.exception("cleanup failed")
+        for note in self._on_stop:
+            note()
 
     def wait(self) -> None:
         """Block until SIGINT or SIGTERM."""

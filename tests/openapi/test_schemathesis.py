@@ -11,7 +11,10 @@ fixed) are pinned as regression tests at the end, and every lease is released th
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -441,6 +444,60 @@ def test_non_ascii_idempotency_key_is_invalid_request(stack: RunningStack) -> No
     )
     _record_lease_ids(response.json())
     assert response.status_code == 400, response.text
+
+
+# --- inputs schemathesis does not generate by default ------------------------------------------
+
+
+def _crafted_token(payload: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+_START = {"lease_id": {"S": UNKNOWN_LEASE["lease_id"]}, "live_shard": {"S": "0"}}
+BEYOND_DEFAULTS = [
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":60,"correlation_id":"\\ud800"}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":60,"env":{"A":"x\\udfff"}}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":NaN}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":Infinity}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":1e999}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":' + b"9" * 5000 + b"}", {}),
+    ("POST", "/v1/lease", b'\xff\xfe{"kind":"renderer"}', {}),
+    ("POST", "/v1/lease", b'{"kind":"renderer","ttl_seconds":60}', {"Idempotency-Key": "k" * 256}),
+    ("POST", f"/v1/lease/{UNKNOWN_LEASE['lease_id']}/renew", b'{"ttl_seconds":-Infinity}', {}),
+    ("GET", "/v1/leases?owner_id=%ED%A0%80&provider=%FF", None, {}),
+    ("GET", "/v1/leases?limit=%EF%BC%91", None, {}),  # a fullwidth digit one
+    ("GET", "/v1/leases?next_token=%ED%A0%80", None, {}),
+    ("GET", f"/v1/leases?next_token={_crafted_token({'s': 0, 'k': {**_START, 'due_at': {'N': '5'}}})}", None, {}),
+    ("GET", f"/v1/leases?next_token={_crafted_token({'s': 0, 'k': {**_START, 'due_at': {'N': '1e3'}}})}", None, {}),
+    ("GET", f"/v1/leases?next_token={_crafted_token({'s': 0.5, 'k': None})}", None, {}),
+    ("GET", "/v1/lease/%ED%A0%80", None, {}),
+    ("DELETE", f"/v1/lease/{UNKNOWN_LEASE['lease_id']}", None, {"X-Lease-Owner": "\xe9\xff"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "headers"), BEYOND_DEFAULTS)
+def test_inputs_beyond_schemathesis_defaults_never_answer_5xx(
+    stack: RunningStack, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> None:
+    response = stack.request(method, path, data=body, headers={"Content-Type": "application/json", **headers})
+    with contextlib.suppress(ValueError):
+        _record_lease_ids(response.json())
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert response.json()["error"]["code"] in {"invalid_request", "not_found", "forbidden"}, response.text
+
+
+def test_a_continuation_after_its_start_key_expired_answers_200(stack: RunningStack) -> None:
+    """A slow consumer: the lease a page ended on expires before the next page is asked for."""
+    short = stack.acquire(ttl_seconds=2, owner_id="slow-consumer")
+    stack.acquire(ttl_seconds=120, owner_id="slow-consumer")
+    _record_lease_ids(short.json())
+    first = stack.request("GET", "/v1/leases", params={"owner_id": "slow-consumer", "limit": "1"})
+    token = first.json()["next_token"]
+    assert token, first.text
+    time.sleep(3)  # past the first lease's expiry (whole seconds), not a timing assertion
+    after = stack.request("GET", "/v1/leases", params={"owner_id": "slow-consumer", "limit": "1", "next_token": token})
+    assert after.status_code == 200, after.text
 
 
 # --- afterwards: nothing left running ----------------------------------------------------------

@@ -108,6 +108,7 @@ def start_stack(
         "DEVSTACK_STATE_DIR": str(state_dir),
         "LOCAL_TTL_LAG_SECONDS": str(ttl_lag_seconds),
         "PYTHONPATH": str(REPO),
+        "DEVSTACK_PERSIST": "0",  # a test's stack keeps nothing unless the test asks (DEVSTACK_PERSIST=1)
         **(extra_env or {}),
     }
     log_path = state_dir / "stack.log"

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from devstack.dynamodb import EmbeddedDynamoDB, create_table
 from devstack.template import SamTemplate
+
+
+def make_table(client: Any, backend: str, prefix: str, table_id: str) -> str:
+    """One table of template.yaml under a fresh name (on dynalite without TTL, which it lacks)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    create_table(client, name, SamTemplate.load().tables[table_id], with_ttl=backend != "dynalite")
+    return name
 
 
 def create_all_tables(database: EmbeddedDynamoDB) -> dict[str, str]:

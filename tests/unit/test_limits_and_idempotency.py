@@ -1,48 +1,35 @@
-"""Provider caps, owner quotas and idempotent acquire: the books stay exact under failure and concurrency."""
+"""Provider caps, owner quotas and idempotent acquire: the books stay exact under failure and concurrency.
+
+Caps and quotas are kept with TransactWriteItems, which dynalite lacks: those tests run on moto only.
+"""
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
-from devstack.dynamodb import DynamoDBClient, create_table
-from devstack.template import SamTemplate
-from scheduler import expiry, leases, reconcile
+from devstack.dynamodb import DynamoDBClient
+from scheduler import expiry, leases
 from scheduler.errors import LeaseConflict, NoCapacity, ProviderFailed, QuotaExceeded
 from scheduler.idempotency import IdempotentAcquire
 from scheduler.limits import LeaseLimits
 from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
 from scheduler.store import LeaseStore
+from tests.support.tables import make_table
 
-from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS
+from .builders import NOW
 from .fake_provider import CountingProvider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
+NEEDS_TRANSACTIONS = pytest.mark.moto_only("caps and quotas use TransactWriteItems, which dynalite lacks")
 
 
 @pytest.fixture
-def limited_store(dynamodb: DynamoDBClient, table_name: str) -> Iterator[LeaseStore]:
-    """A store whose leases table has its counters table beside it (both from template.yaml)."""
-    counters = f"counters-{uuid.uuid4().hex[:12]}"
-    create_table(dynamodb, counters, SamTemplate.load().tables["LeaseCountersTable"])
-    yield LeaseStore(
-        table_name,
-        dynamodb,
-        retention_seconds=RETENTION_SECONDS,
-        release_claim_seconds=RELEASE_CLAIM_SECONDS,
-        counters_table=counters,
-    )
-    dynamodb.delete_table(TableName=counters)
-
-
-@pytest.fixture
-def idempotency_table(dynamodb: DynamoDBClient) -> Iterator[str]:
-    name = f"idempotency-{uuid.uuid4().hex[:12]}"
-    create_table(dynamodb, name, SamTemplate.load().tables["IdempotencyTable"])
+def idempotency_table(dynamodb: DynamoDBClient, backend: str) -> Iterator[str]:
+    name = make_table(dynamodb, backend, "idempotency", "IdempotencyTable")
     yield name
     dynamodb.delete_table(TableName=name)
 
@@ -62,6 +49,7 @@ def counter(store: LeaseStore, name: str) -> int:
 # --- provider caps ------------------------------------------------------------------------------
 
 
+@NEEDS_TRANSACTIONS
 def test_acquire_beyond_the_provider_cap_gets_no_capacity_and_no_worker(limited_store: LeaseStore) -> None:
     provider = CountingProvider()
     registry = registry_of(provider)
@@ -74,6 +62,7 @@ def test_acquire_beyond_the_provider_cap_gets_no_capacity_and_no_worker(limited_
     assert len(provider.workers) == 2
 
 
+@NEEDS_TRANSACTIONS
 def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider())
     first = acquire(limited_store, registry, caps(local_docker=1))
@@ -84,6 +73,7 @@ def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
     assert counter(limited_store, "provider#local-docker") == 1
 
 
+@NEEDS_TRANSACTIONS
 def test_expiry_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider())
     acquire(limited_store, registry, caps(local_docker=1), ttl_seconds=1)
@@ -93,6 +83,7 @@ def test_expiry_gives_the_slot_back(limited_store: LeaseStore) -> None:
     assert counter(limited_store, "provider#local-docker") == 0
 
 
+@NEEDS_TRANSACTIONS
 def test_failed_provision_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider(fail=True))
     with pytest.raises(ProviderFailed):
@@ -100,6 +91,7 @@ def test_failed_provision_gives_the_slot_back(limited_store: LeaseStore) -> None
     assert counter(limited_store, "provider#local-docker") == 0
 
 
+@NEEDS_TRANSACTIONS
 def test_full_cap_on_the_first_provider_places_the_lease_on_the_next(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider("local-docker"), CountingProvider("runpod"))
     acquire(limited_store, registry, caps(local_docker=1))
@@ -109,6 +101,7 @@ def test_full_cap_on_the_first_provider_places_the_lease_on_the_next(limited_sto
     assert lease.provider == "runpod"  # type: ignore[attr-defined]
 
 
+@NEEDS_TRANSACTIONS
 def test_failover_after_no_capacity_moves_the_slot(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider("local-docker", full=True), CountingProvider("runpod"))
 
@@ -119,6 +112,7 @@ def test_failover_after_no_capacity_moves_the_slot(limited_store: LeaseStore) ->
     assert counter(limited_store, "provider#runpod") == 1
 
 
+@NEEDS_TRANSACTIONS
 def test_concurrent_acquires_never_exceed_the_cap(limited_store: LeaseStore) -> None:
     provider = CountingProvider()
     registry = registry_of(provider)
@@ -145,6 +139,7 @@ def test_concurrent_acquires_never_exceed_the_cap(limited_store: LeaseStore) -> 
 # --- owner quotas -------------------------------------------------------------------------------
 
 
+@NEEDS_TRANSACTIONS
 def test_acquire_beyond_the_owner_quota_is_refused_naming_the_limit(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider())
     quota = LeaseLimits(per_owner=2)
@@ -155,6 +150,7 @@ def test_acquire_beyond_the_owner_quota_is_refused_naming_the_limit(limited_stor
         acquire(limited_store, registry, quota, owner_id="alice")
 
 
+@NEEDS_TRANSACTIONS
 def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
     registry = registry_of(CountingProvider())
     quota = LeaseLimits(per_owner=1)
@@ -163,21 +159,7 @@ def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
     assert counter(limited_store, "owner#alice") == counter(limited_store, "owner#bob") == 1
 
 
-# --- counter repair -----------------------------------------------------------------------------
-
-
-def test_reconciler_repairs_a_drifted_counter(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
-    limits = caps(local_docker=10)
-    acquire(limited_store, registry, limits)
-    limited_store.repair_counter("provider#local-docker", 1, 7)  # drift, as after a lost transaction
-
-    report = reconcile.reconcile(
-        limited_store, registry, orphan_grace_seconds=600, pending_deadline_seconds=120, limits=limits
-    )
-
-    assert report.counters_repaired == {"provider#local-docker": (7, 1)}
-    assert counter(limited_store, "provider#local-docker") == 1
+# --- counter repair: see test_counter_repair.py ----------------------------------------------
 
 
 # --- idempotent acquire -------------------------------------------------------------------------

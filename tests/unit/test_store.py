@@ -14,6 +14,7 @@ from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLe
 from scheduler.models import LeaseStatus, ListFilter, WorkerKind
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import LeaseStateChanged, LeaseStore
+from scheduler.store.items import InvalidNumber
 
 from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS, Leases, epoch, new_lease, worker_for
 
@@ -699,3 +700,92 @@ def test_sharded_live_leases_come_from_every_shard(sharded_store: LeaseStore) ->
     leases = Leases(sharded_store)
     ids = [leases.active().lease_id for _ in range(10)]
     assert sorted(lease.lease_id for lease in sharded_store.live_leases()) == sorted(ids)
+
+
+# --- continuing a listing after time passed (DynamoDB: a start key must satisfy the key condition) -----
+
+
+def test_a_continuation_still_pages_after_its_start_key_expired(leases: Leases, store: LeaseStore) -> None:
+    """DynamoDB refuses an ExclusiveStartKey outside the key condition ("The provided starting key does
+    not match the range key predicate"); dynalite enforces it, moto does not. A slow consumer's next
+    page must not fail because the last lease of the page before has expired meanwhile."""
+    short = leases.active(ttl_seconds=60)
+    later = [leases.active(ttl_seconds=3600 + index).lease_id for index in range(3)]
+    first, token = store.list_live(ListFilter(limit=1), NOW)
+    assert [lease.lease_id for lease in first] == [short.lease_id] and token is not None
+
+    after_expiry = NOW + timedelta(seconds=120)
+    listed: list[str] = []
+    for _ in range(10):
+        page, token = store.list_live(ListFilter(limit=1, next_token=token), after_expiry)
+        listed += [lease.lease_id for lease in page]
+        if token is None:
+            break
+    assert listed == later
+
+
+def test_a_continuation_leaves_out_leases_that_expired_since_the_page_before(leases: Leases, store: LeaseStore) -> None:
+    first = leases.active(ttl_seconds=3600)
+    soon = leases.active(ttl_seconds=3601)
+    last = leases.active(ttl_seconds=7200)
+    page, token = store.list_live(ListFilter(limit=1), NOW)
+    assert [lease.lease_id for lease in page] == [first.lease_id]
+
+    listed: list[str] = []
+    while token is not None:
+        page, token = store.list_live(ListFilter(limit=1, next_token=token), soon.expires_at)
+        listed += [lease.lease_id for lease in page]
+    assert listed == [last.lease_id]
+
+
+def test_a_page_may_be_empty_while_the_listing_goes_on(leases: Leases, store: LeaseStore) -> None:
+    """DynamoDB applies the filter after reading `Limit` items: a page can be empty with a next token."""
+    for _ in range(2):
+        leases.active(owner_id="bob")
+    alices = leases.active(owner_id="alice", ttl_seconds=7200)
+    page, token = store.list_live(ListFilter(owner_id="alice", limit=1), NOW)
+    assert (page, token is not None) == ([], True)
+    assert all_live(store, ListFilter(owner_id="alice", limit=1)) == [alices.lease_id]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        {"lease_id": {"S": "0b6c2f0e-8f0e-4f54-9d8e-3c8a3e4d9a11"}, "live_shard": {"S": "0"}, "due_at": {"N": "-1"}},
+        {"lease_id": {"S": "0b6c2f0e-8f0e-4f54-9d8e-3c8a3e4d9a11"}, "live_shard": {"S": "1"}, "due_at": {"N": "5"}},
+        {"lease_id": {"S": "0b6c2f0e-8f0e-4f54-9d8e-3c8a3e4d9a11"}, "live_shard": {"S": "0"}, "due_at": {"S": "5"}},
+        {"lease_id": {"S": "x"}, "live_shard": {"S": "0"}, "due_at": {"N": "5"}},
+        {"lease_id": {"S": "0b6c2f0e-8f0e-4f54-9d8e-3c8a3e4d9a11"}, "live_shard": {"S": "0"}, "due_at": {"N": "1e3"}},
+    ],
+    ids=["negative-due", "other-shard", "due-as-string", "not-a-lease-id", "exponent"],
+)
+def test_a_crafted_start_key_is_invalid_request(store: LeaseStore, key: object) -> None:
+    with pytest.raises(InvalidRequest):
+        store.list_live(ListFilter(next_token=token_of({"s": 0, "k": key})), NOW)
+
+
+def test_a_well_formed_start_key_of_no_lease_pages_on(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.active(ttl_seconds=3600)
+    key = {"lease_id": {"S": "00000000-0000-4000-8000-000000000000"}, "live_shard": {"S": "0"}, "due_at": {"N": "1"}}
+    page, token = store.list_live(ListFilter(next_token=token_of({"s": 0, "k": key})), NOW)
+    assert ([listed.lease_id for listed in page], token) == ([lease.lease_id], None)
+
+
+# --- numbers DynamoDB cannot store (38 significant digits, 1E-130 to 1E+126, no NaN or infinity) ---------
+
+
+@pytest.mark.parametrize("price", [float("nan"), float("inf"), float("-inf"), 1e200, 1e-200])
+def test_activate_refuses_a_price_dynamodb_cannot_store_and_writes_nothing(
+    leases: Leases, store: LeaseStore, price: float
+) -> None:
+    lease = leases.pending()
+    worker = ProvisionedWorker(token="ctr-1", endpoint=None, cost_per_hour=price)
+    with pytest.raises(InvalidNumber):
+        store.activate(lease.lease_id, "local-docker", worker)
+    assert store.get(lease.lease_id).status == LeaseStatus.PENDING
+
+
+def test_activate_records_a_price_at_the_edge_of_dynamodbs_range(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.pending()
+    worker = ProvisionedWorker(token="ctr-1", endpoint=None, cost_per_hour=9.5e125)
+    assert store.activate(lease.lease_id, "local-docker", worker).cost_per_hour == 9.5e125

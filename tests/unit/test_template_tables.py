@@ -26,11 +26,13 @@ def test_leases_table_has_the_live_index(table_name: str, dynamodb: DynamoDBClie
     assert [index["IndexName"] for index in table["GlobalSecondaryIndexes"]] == [LIVE_INDEX]
 
 
+@pytest.mark.moto_only("dynalite has no streams")
 def test_leases_table_streams_new_and_old_images(table_name: str, dynamodb: DynamoDBClient) -> None:
     stream = dynamodb.describe_table(TableName=table_name)["Table"]["StreamSpecification"]
     assert stream == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
+@pytest.mark.moto_only("dynalite has no TTL")
 def test_leases_table_expires_items_by_the_ttl_attribute(table_name: str, dynamodb: DynamoDBClient) -> None:
     ttl = dynamodb.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "ttl")

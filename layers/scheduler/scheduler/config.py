@@ -46,6 +46,8 @@ class Settings:
     release_claim_seconds: int = 120
     retention_seconds: int = 7 * 24 * 3600
     live_index_shards: int = 1
+    # How long one store call keeps retrying DynamoDB's contention answers (conflicts, throttling).
+    store_retry_seconds: int = 5
     local_docker_max_leases: int | None = None
     runpod_max_leases: int | None = None
     max_leases_per_owner: int | None = None
@@ -88,6 +90,7 @@ _LIMITS: dict[str, tuple[int, int | None]] = {
     "release_claim_seconds": (1, None),
     "retention_seconds": (60, None),
     "live_index_shards": (1, 64),
+    "store_retry_seconds": (0, 25),
     "local_docker_max_leases": (0, None),
     "runpod_max_leases": (0, None),
     "max_leases_per_owner": (0, None),

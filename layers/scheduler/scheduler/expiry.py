@@ -26,6 +26,7 @@ class SweepReport:
     lost_claims: int = 0
     failed_releases: list[str] = field(default_factory=list)
     lag_seconds: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def sweep(
@@ -43,16 +44,22 @@ def sweep(
     report = SweepReport()
     now = clock()
     for due in list(store.due_leases(now, limit=limit)):
-        claim = store.claim_due(due.lease_id, now)
-        if claim is None:
-            report.lost_claims += 1
-            continue
         try:
+            claim = store.claim_due(due.lease_id, now)
+            if claim is None:
+                report.lost_claims += 1
+                continue
             ended = release_claimed(claim, store, providers, clock)
         except ProviderRequestFailed as error:
             # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
             logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
             report.failed_releases.append(due.lease_id)
+            continue
+        except Exception as error:  # one lease's failure must not stop the batch
+            # Still due (unclaimed, or claimed with a due time): the next sweep takes it up again.
+            logger.exception("sweeping a lease failed; will retry", extra={"lease_id": due.lease_id})
+            report.failed_releases.append(due.lease_id)
+            report.errors.append(f"lease {due.lease_id}: {error}")
             continue
         report.ended.append(ended)
         released_at = ended.released_at or clock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -16,6 +17,7 @@ from scheduler.providers.base import Provider, ProviderCapacityError, ProviderRe
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 from scheduler.store.counters import LimitReached
+from scheduler.store.items import InvalidNumber
 from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
@@ -77,13 +79,22 @@ def acquire(
         raise ProviderFailed(str(error), details={"lease_id": pending.lease_id}) from error
     try:
         return store.activate(pending.lease_id, provider.name, worker)
-    except (LeaseStateChanged, StoreUnavailable) as error:
-        # The sweep or reconciler ended the row meanwhile, or the store went away: the caller will
-        # not get this lease, so its worker must not outlive the answer.
+    except BaseException as error:
+        # Whatever stopped the write — the sweep or reconciler ended the row, the store went away, a
+        # value DynamoDB refuses, a bug — the caller will not get this lease, so its worker must not
+        # outlive the answer: removed now, not when the reconciler finds it.
         _remove_everywhere([provider], pending.lease_id, worker.token)
-        if isinstance(error, StoreUnavailable):
-            raise
-        raise NoCapacity("the lease ended before its worker was ready; try again") from error
+        if isinstance(error, LeaseStateChanged):
+            raise NoCapacity("the lease ended before its worker was ready; try again") from error
+        if not isinstance(error, StoreUnavailable):
+            with contextlib.suppress(Exception):  # best effort: else the reconciler ends the pending row
+                store.fail_pending(pending.lease_id, clock(), slots.held)
+        if isinstance(error, InvalidNumber):
+            raise ProviderFailed(
+                f"{provider.name} described the worker with a value the lease store cannot record: {error}",
+                details={"lease_id": pending.lease_id},
+            ) from error
+        raise
 
 
 class _Slots:

@@ -70,7 +70,7 @@ def reconcile(
                 continue
             try:
                 providers.get(provider_name).release(worker.lease_id, worker.token)
-            except ProviderRequestFailed as error:
+            except Exception as error:  # noqa: BLE001 - one worker's failure must not stop the pass
                 report.errors.append(f"orphan {worker.token}: {error}")
                 continue
             report.orphans_removed.append(worker.token)
@@ -85,31 +85,58 @@ def reconcile(
         # Only a lease older than the pending deadline had its worker before the listing above;
         # a younger one may have been activated after it, and must not be called a ghost.
         settled = lease.created_at <= listed_at - timedelta(seconds=pending_deadline_seconds)
-        if lease.status == LeaseStatus.ACTIVE and settled and lease.provider in workers:
-            tokens = {worker.token for worker in workers[lease.provider]}
-            if lease.provider_token not in tokens:
-                _fail(lease, store, providers, clock, report.ghosts_failed, report, token=lease.provider_token)
-        elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
-            _fail(lease, store, providers, clock, report.stuck_pending_failed, report, token=None)
+        try:
+            if lease.status == LeaseStatus.ACTIVE and settled and lease.provider in workers:
+                tokens = {worker.token for worker in workers[lease.provider]}
+                if lease.provider_token not in tokens:
+                    _fail(lease, store, providers, clock, report.ghosts_failed, report, token=lease.provider_token)
+            elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
+                _fail(lease, store, providers, clock, report.stuck_pending_failed, report, token=None)
+        except Exception as error:  # one lease's failure must not stop the pass; the next pass retries it
+            report.errors.append(f"lease {lease.lease_id}: {error}")
+            logger.exception("reconciling a lease failed; the next pass retries it", extra={"lease_id": lease.lease_id})
     if limits is not None and limits.active:
-        report.counters_repaired = repair_counters(store)
+        try:
+            report.counters_repaired = repair_counters(store, clock())
+        except Exception as error:  # retried next pass; the rest of the report stands
+            report.errors.append(f"counter repair: {error}")
+            logger.exception("counter repair failed; the next pass retries it")
     return report
 
 
-def repair_counters(store: LeaseStore) -> dict[str, tuple[int, int]]:
+# Longer than the live index takes to catch up with a write (typically well under a second).
+COUNTER_SETTLE_SECONDS = 30
+
+
+def repair_counters(store: LeaseStore, now: datetime) -> dict[str, tuple[int, int]]:
     """Set every cap/quota counter that drifted to what the live leases actually hold.
 
-    Counters are read first, then the live leases; a counter that changes in between is left for
-    the next pass (the conditional write refuses it), so a repair never undoes a concurrent acquire.
+    The holds come from the live index, which is eventually consistent: a lease written a moment ago
+    may be missing, a lease just ended may still show. So one pass never repairs; it notes the
+    disagreement on the counter with the counter's version (read strongly consistently). A later
+    pass, at least COUNTER_SETTLE_SECONDS on, repairs only if the counter is still at that version —
+    no lease took or gave back a slot in between, so the index has caught up with every change — and
+    the index still shows the same count; the write is conditional on that version, so an acquire or
+    release landing meanwhile makes it a no-op. A repair never undoes a concurrent acquire or release.
     """
-    stored = store.counter_values()
+    states = store.counter_states()
     expected = counters.expected_counts(store.live_holds())
     repaired: dict[str, tuple[int, int]] = {}
-    for counter in sorted(set(stored) | set(expected)):
-        seen, actual = stored.get(counter, 0), expected.get(counter, 0)
-        if seen != actual and store.repair_counter(counter, seen, actual):
-            repaired[counter] = (seen, actual)
-            logger.warning("lease counter repaired", extra={"counter": counter, "was": seen, "now": actual})
+    for counter in sorted(set(states) | set(expected)):
+        state, actual = states.get(counter, counters.CounterState()), expected.get(counter, 0)
+        if state.leases == actual:
+            continue
+        confirmed = (
+            state.suspect_version == state.version
+            and state.suspect_expected == actual
+            and state.suspect_at is not None
+            and int(now.timestamp()) - state.suspect_at >= COUNTER_SETTLE_SECONDS
+        )
+        if not confirmed:
+            store.suspect_counter(counter, state.version, actual, now)
+        elif store.repair_counter(counter, state.version, actual):
+            repaired[counter] = (state.leases, actual)
+            logger.warning("lease counter repaired", extra={"counter": counter, "was": state.leases, "now": actual})
     return repaired
 
 

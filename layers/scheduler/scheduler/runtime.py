@@ -8,6 +8,7 @@ from scheduler.config import Settings, get_settings
 from scheduler.limits import LeaseLimits
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
+from scheduler.store.retries import Backoff
 
 if TYPE_CHECKING:  # imported where used: only the acquire function pays for powertools Idempotency
     from scheduler.idempotency import IdempotentAcquire
@@ -34,6 +35,7 @@ def lease_store(settings: Settings | None = None) -> LeaseStore:
         retention_seconds=settings.retention_seconds,
         release_claim_seconds=settings.release_claim_seconds,
         counters_table=settings.counters_table,
+        retry=Backoff(budget_seconds=settings.store_retry_seconds),
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scheduler.errors import (
     InvalidRequest,
@@ -72,6 +72,18 @@ class HttpRequest(BaseModel):
     body: str | None = None
     isBase64Encoded: bool = False
     requestContext: _RequestContext = Field(default_factory=_RequestContext)
+
+    @field_validator("headers", "pathParameters", "queryStringParameters")
+    @classmethod
+    def _text_is_unicode(cls, values: dict[str, str]) -> dict[str, str]:
+        # A lone surrogate is no text DynamoDB, a header or a log line can carry: refused here (400),
+        # before it reaches a filter expression or a condition.
+        for text in (*values, *values.values()):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise ValueError("a header, path or query value is not valid Unicode text") from error
+        return values
 
     def header(self, name: str) -> str | None:
         """A header by name, case-insensitively (API Gateway lower-cases them, clients may not)."""
@@ -158,8 +170,8 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
     def wrapper(event: dict[str, Any], context: Any) -> Response:
         try:
             request = HttpRequest.model_validate(event)
-        except ValidationError:
-            logger.exception("event is not an HTTP API payload 2.0 event")
+        except ValidationError as error:
+            logger.info("request refused: not a well-formed HTTP API payload 2.0 event", extra={"error": str(error)})
             return json_response(400, {"error": {"code": "invalid_request", "message": "malformed request"}})
         # Every line of the request carries API Gateway's request id (callers quote it in bug reports).
         logger.append_keys(request_id=request.requestContext.requestId or None)

@@ -4,6 +4,9 @@ A counter item (`counter` = "provider#<name>" or "owner#<owner_id>", `leases` = 
 changed inside the same DynamoDB transaction as the lease that takes or gives back the slot, so
 200 concurrent acquires against a cap of 10 make exactly 10 leases. The lease item records which
 counters it holds (`held_counters`), so whatever ends it gives back exactly those.
+
+Every change also bumps the counter's `version`, so the reconciler's repair can prove that no lease
+took or gave back a slot between two of its passes (a value alone cannot: +1 then -1 reads the same).
 """
 
 from __future__ import annotations
@@ -42,12 +45,47 @@ class LimitReached(Exception):
         self.limit = limit
 
 
+@dataclass(frozen=True)
+class CounterState:
+    """A counter as stored: its value, its version, and what the last repair pass suspected of it."""
+
+    leases: int = 0
+    version: int = 0
+    suspect_version: int | None = None
+    suspect_expected: int | None = None
+    suspect_at: int | None = None
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> CounterState:
+        """Read a counter item (absent attributes: 0 and None)."""
+
+        def number(name: str) -> int | None:
+            value = item.get(name, {}).get("N")
+            return None if value is None else int(value)
+
+        return cls(
+            leases=number("leases") or 0,
+            version=number("version") or 0,
+            suspect_version=number("suspect_version"),
+            suspect_expected=number("suspect_expected"),
+            suspect_at=number("suspect_at"),
+        )
+
+
+def at_version(version: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition (with its names and values) that the counter is still at `version`."""
+    if version == 0:
+        return "attribute_not_exists(#version)", {"#version": "version"}, {}
+    return "#version = :version", {"#version": "version"}, {":version": number_attr(version)}
+
+
 def take(table: str, limit: Limit) -> dict[str, Any]:
     """A transaction item taking one slot of `limit`, refused when it is full."""
     update: dict[str, Any] = {
         "TableName": table,
         "Key": {"counter": string_attr(limit.counter)},
-        "UpdateExpression": "ADD leases :one",
+        "UpdateExpression": "ADD leases :one, #version :one",
+        "ExpressionAttributeNames": {"#version": "version"},
         "ExpressionAttributeValues": {":one": number_attr(1)},
     }
     if limit.maximum is not None:
@@ -62,8 +100,9 @@ def give_back(table: str, counter: str) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": {"counter": string_attr(counter)},
-            "UpdateExpression": "ADD leases :minus_one",
-            "ExpressionAttributeValues": {":minus_one": number_attr(-1)},
+            "UpdateExpression": "ADD leases :minus_one, #version :one",
+            "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": {":minus_one": number_attr(-1), ":one": number_attr(1)},
         }
     }
 

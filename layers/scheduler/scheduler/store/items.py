@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from scheduler.models import GpuClass, Lease, LeaseStatus, WorkerKind
@@ -22,8 +23,39 @@ def string_attr(value: str | None) -> dict[str, Any]:
     return {"NULL": True} if value is None else {"S": value}
 
 
-def number_attr(value: float | int) -> dict[str, str]:
-    return {"N": str(value)}
+# DynamoDB's number type: up to 38 significant digits, magnitude 1E-130 to 9.9999999999999999999999999999999999999E+125.
+MAX_SIGNIFICANT_DIGITS = 38
+MIN_EXPONENT = -130
+MAX_EXPONENT = 125
+
+
+class InvalidNumber(ValueError):
+    """A value DynamoDB cannot store as a number (NaN, infinite, too many digits, out of range)."""
+
+
+def number_attr(value: float | int | Decimal) -> dict[str, str]:
+    """A DynamoDB number; InvalidNumber for a value DynamoDB would refuse, before anything is sent."""
+    return {"N": dynamodb_number(value)}
+
+
+def dynamodb_number(value: float | int | Decimal) -> str:
+    """`value` as DynamoDB's number text, checked against DynamoDB's documented limits."""
+    if isinstance(value, bool) or not isinstance(value, float | int | Decimal):
+        raise InvalidNumber(f"not a number: {value!r}")
+    try:
+        exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except (InvalidOperation, ValueError) as error:
+        raise InvalidNumber(f"not a number: {value!r}") from error
+    if not exact.is_finite():
+        raise InvalidNumber(f"DynamoDB stores no NaN or infinity: {value!r}")
+    if exact.is_zero():
+        return "0"
+    digits = "".join(map(str, exact.as_tuple().digits)).strip("0")  # not normalize(): it rounds to 28 digits
+    if len(digits) > MAX_SIGNIFICANT_DIGITS:
+        raise InvalidNumber(f"more than {MAX_SIGNIFICANT_DIGITS} significant digits: {value!r}")
+    if not MIN_EXPONENT <= exact.adjusted() <= MAX_EXPONENT:
+        raise InvalidNumber(f"outside DynamoDB's number range (1E{MIN_EXPONENT} to 1E{MAX_EXPONENT + 1}): {value!r}")
+    return str(value) if isinstance(value, int) else str(exact)
 
 
 def lease_from_item(item: Item) -> Lease:

@@ -6,6 +6,10 @@ the reconciler) can never both act on one lease: the loser's condition fails and
 Item layout (key `lease_id`): the wire fields, with times as epoch seconds; `ttl` is the table's TTL
 attribute; `live_shard` + `due_at` exist only while the lease is live and form the sparse GSI
 `live-by-due`, which the sweep queries for `due_at <= now` and the list queries for `due_at > now`.
+
+Contention is answered the way DynamoDB answers it, by refusing: conflicts and throttling are
+retried with jittered backoff within the store's time budget (`retries.Backoff`), and only then
+reported as StoreUnavailable.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLe
 from scheduler.models import Lease, LeaseStatus, ListFilter, is_lease_id
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import counters
-from scheduler.store.counters import Limit, LimitReached
+from scheduler.store.counters import CounterState, Limit, LimitReached
 from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
+from scheduler.store.retries import RETRYABLE_CODES, Backoff, retryable_cancellation
 
 LIVE_INDEX = "live-by-due"
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
@@ -69,6 +74,7 @@ class LeaseStore:
         retention_seconds: int = 7 * 24 * 3600,
         release_claim_seconds: int = 120,
         counters_table: str | None = None,
+        retry: Backoff | None = None,
     ) -> None:
         self.table_name = table_name
         self.counters_table = counters_table
@@ -78,6 +84,7 @@ class LeaseStore:
         self._claim_seconds = release_claim_seconds
         self.reads = ReadCounters()
         self._errors = client.exceptions
+        self._retry = retry or Backoff()
 
     @property
     def client(self) -> Any:
@@ -99,7 +106,7 @@ class LeaseStore:
                 self._call("PutItem", **put, ReturnValuesOnConditionCheckFailure="ALL_OLD")
             except self._errors.ConditionalCheckFailedException as lost:
                 # botocore retried a put whose first attempt landed (its answer timed out): that row is ours.
-                if lost.response.get("Item", {}).get("created_epoch") != item["created_epoch"]:
+                if self._lost_item(lost, lease.lease_id).get("created_epoch") != item["created_epoch"]:
                     raise
             return
         held = counters.held_set(limit.counter for limit in limits)
@@ -185,7 +192,7 @@ class LeaseStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self._errors.ConditionalCheckFailedException as lost:
-            old = lost.response.get("Item", {})
+            old = self._lost_item(lost, lease_id)
             if old.get("status", {}).get("S") == "active" and old.get("provider_token", {}).get("S") == worker.token:
                 return lease_from_item(old)  # a retry of our own write, which had landed
             raise LeaseStateChanged(lease_id) from lost
@@ -211,7 +218,11 @@ class LeaseStore:
         return lease_from_item(response["Item"])
 
     def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
-        """One page of live leases (one Query); `next_token` continues it."""
+        """One page of live leases (one Query); `next_token` continues it.
+
+        As DynamoDB pages, a page may be short or even empty while `next_token` is set (the filter
+        runs after `Limit` items were read); only a None token means the listing is done.
+        """
         shard, start_key = self._decode_token(query.next_token)
         names = {"#status": "status"}
         values: dict[str, Any] = {
@@ -220,7 +231,15 @@ class LeaseStore:
             ":pending": string_attr("pending"),
             ":active": string_attr("active"),
         }
-        filters = ["#status IN (:pending, :active)"]
+        # Expiry is filtered on `expires_epoch` (due_at of pending and active leases), not in the key
+        # condition: a continuation's start key must satisfy the key condition (DynamoDB refuses it
+        # otherwise), and its `due_at` may have passed since the page before — so a continuation reads
+        # from its start key on (`due_at >= start`) and drops what has expired meanwhile.
+        key_condition = "live_shard = :shard AND due_at > :now"
+        if start_key:
+            key_condition = "live_shard = :shard AND due_at >= :start"
+            values[":start"] = start_key["due_at"]
+        filters = ["#status IN (:pending, :active)", "expires_epoch > :now"]
         for name in ("owner_id", "kind", "provider"):
             value = getattr(query, name)
             if value is not None:
@@ -230,7 +249,7 @@ class LeaseStore:
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": LIVE_INDEX,
-            "KeyConditionExpression": "live_shard = :shard AND due_at > :now",
+            "KeyConditionExpression": key_condition,
             "FilterExpression": " AND ".join(filters),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -277,7 +296,7 @@ class LeaseStore:
         try:
             return self._claim(lease_id, now, LeaseStatus.RELEASED, condition, values, fresh_outcome=True)
         except self._errors.ConditionalCheckFailedException as lost:
-            old = lost.response.get("Item")
+            old = self._lost_item(lost, lease_id) or None
             if old is None:
                 raise LeaseNotFound(f"lease {lease_id} not found") from lost
             status = old["status"]["S"]
@@ -353,31 +372,43 @@ class LeaseStore:
 
     def counter_values(self) -> dict[str, int]:
         """Every counter as stored (a small table: one item per provider and per owner)."""
-        values: dict[str, int] = {}
-        request: dict[str, Any] = {"TableName": self._counters()}
+        return {name: state.leases for name, state in self.counter_states().items()}
+
+    def counter_states(self) -> dict[str, CounterState]:
+        """Every counter with its version, read strongly consistently (a repair must see the latest)."""
+        states: dict[str, CounterState] = {}
+        request: dict[str, Any] = {"TableName": self._counters(), "ConsistentRead": True}
         while True:
             page = self._call("Scan", **request)
             for item in page.get("Items", []):
-                values[item["counter"]["S"]] = int(item.get("leases", {}).get("N", "0"))
+                states[item["counter"]["S"]] = CounterState.from_item(item)
             if "LastEvaluatedKey" not in page:
-                return values
+                return states
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def counters(self, names: Sequence[str]) -> dict[str, int]:
-        """The named counters (one BatchGetItem: the cost does not grow with the number of owners)."""
+        """The named counters (BatchGetItem: the cost does not grow with the number of owners).
+
+        DynamoDB may answer part of a batch and hand back the rest as UnprocessedKeys (throttling,
+        the 16 MB limit); those are asked for again with backoff, never read as 0.
+        """
         if not names:
             return {}
-        response = self._call(
-            "BatchGetItem",
-            RequestItems={
-                self._counters(): {"Keys": [{"counter": string_attr(name)} for name in names], "ConsistentRead": True}
-            },
-        )
-        found = {
-            item["counter"]["S"]: int(item.get("leases", {}).get("N", "0"))
-            for item in response.get("Responses", {}).get(self._counters(), [])
+        table = self._counters()
+        found: dict[str, int] = {}
+        pending: dict[str, Any] = {
+            table: {"Keys": [{"counter": string_attr(name)} for name in dict.fromkeys(names)], "ConsistentRead": True}
         }
-        return {name: found.get(name, 0) for name in names}
+        attempts = self._retry.attempts()
+        while True:
+            response = self._call("BatchGetItem", RequestItems=pending)
+            for item in response.get("Responses", {}).get(table, []):
+                found[item["counter"]["S"]] = int(item.get("leases", {}).get("N", "0"))
+            pending = {name: keys for name, keys in (response.get("UnprocessedKeys") or {}).items() if keys.get("Keys")}
+            if not pending:
+                return {name: found.get(name, 0) for name in names}
+            if not attempts.wait():
+                raise StoreUnavailable("the lease store kept part of a batch read unprocessed; try again shortly")
 
     def live_holds(self) -> list[tuple[str, ...]]:
         """The counters each live lease holds (from the live index, held_counters only)."""
@@ -398,16 +429,42 @@ class LeaseStore:
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return holds
 
-    def repair_counter(self, counter: str, seen: int, actual: int) -> bool:
-        """Set a drifted counter to `actual` unless it changed since it read `seen`; True if repaired."""
+    def suspect_counter(self, counter: str, version: int, expected: int, now: datetime) -> bool:
+        """Note on the counter that the live index disagrees with it at `version`; False if it changed since."""
+        condition, names, values = counters.at_version(version)
         try:
             self._call(
                 "UpdateItem",
                 TableName=self._counters(),
                 Key={"counter": string_attr(counter)},
-                UpdateExpression="SET leases = :actual",
-                ConditionExpression="attribute_not_exists(leases) OR leases = :seen",
-                ExpressionAttributeValues={":actual": number_attr(actual), ":seen": number_attr(seen)},
+                UpdateExpression="SET suspect_version = :seen, suspect_expected = :expected, suspect_at = :now",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={
+                    **values,
+                    ":seen": number_attr(version),
+                    ":expected": number_attr(expected),
+                    ":now": number_attr(epoch(now)),
+                },
+            )
+        except self._errors.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def repair_counter(self, counter: str, version: int, actual: int) -> bool:
+        """Set a drifted counter to `actual` unless it changed since `version`; True if repaired."""
+        condition, names, values = counters.at_version(version)
+        try:
+            self._call(
+                "UpdateItem",
+                TableName=self._counters(),
+                Key={"counter": string_attr(counter)},
+                UpdateExpression=(
+                    "SET leases = :actual, #version = :next REMOVE suspect_version, suspect_expected, suspect_at"
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={**names, "#version": "version"},
+                ExpressionAttributeValues={**values, ":actual": number_attr(actual), ":next": number_attr(version + 1)},
             )
         except self._errors.ConditionalCheckFailedException:
             return False
@@ -447,7 +504,7 @@ class LeaseStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self._errors.ConditionalCheckFailedException as lost:
-            old = lost.response.get("Item")
+            old = self._lost_item(lost, lease_id) or None
             if old is None:
                 raise LeaseNotFound(f"lease {lease_id} not found") from lost
             status = old["status"]["S"]
@@ -497,7 +554,7 @@ class LeaseStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self._errors.ConditionalCheckFailedException as lost:
-            old = lost.response.get("Item", {})
+            old = self._lost_item(lost, lease_id)
             if old.get("claim_id", {}).get("S") != claim_id:
                 raise
             response = {"Attributes": old}  # a retry of our own claim, which had landed
@@ -540,12 +597,28 @@ class LeaseStore:
                 "UpdateItem", **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
         except self._errors.ConditionalCheckFailedException as lost:
-            old = lost.response.get("Item", {})
+            old = self._lost_item(lost, lease_id)
             landed = old.get("status", {}).get("S") == final.value and "live_shard" not in old
             if landed and abs(int(old.get("released_epoch", {}).get("N", "0")) - epoch(now)) <= 60:
                 return lease_from_item(old)  # a retry of our own write, which had landed
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
+
+    def _lost_item(self, lost: Exception, lease_id: str) -> Item:
+        """The lease as it was when a conditional write lost ({} if absent).
+
+        DynamoDB returns it with the failure (ReturnValuesOnConditionCheckFailure=ALL_OLD) when the
+        item exists; an implementation that does not (dynalite), or a cancelled transaction, leaves it
+        out, and then it is read back (strongly consistent) once and kept on the error.
+        """
+        response: dict[str, Any] = getattr(lost, "response", {})
+        if "Item" not in response:
+            read = self._call(
+                "GetItem", TableName=self.table_name, Key={"lease_id": string_attr(lease_id)}, ConsistentRead=True
+            )
+            response["Item"] = read.get("Item", {})
+        item: Item = response["Item"]
+        return item
 
     def _counters(self) -> str:
         if not self.counters_table:
@@ -553,21 +626,33 @@ class LeaseStore:
         return self.counters_table
 
     def _transact(self, items: list[dict[str, Any]], limits: Sequence[Limit], offset: int = 1) -> None:
-        """One TransactWriteItems; a failed `take` of limits[i] (at items[offset + i]) raises LimitReached."""
-        try:
-            # The token makes botocore's retry of a timed-out transaction a no-op instead of a second try.
-            self._call("TransactWriteItems", TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
-        except self._errors.TransactionCanceledException as cancelled:
-            reasons = cancelled.response.get("CancellationReasons", [])
-            for index, reason in enumerate(reasons):
-                if reason.get("Code") == "ConditionalCheckFailed":
-                    if index >= offset and index - offset < len(limits):
-                        raise LimitReached(limits[index - offset]) from cancelled
-                    if index == 0:
-                        raise self._errors.ConditionalCheckFailedException(
-                            {"Error": {"Code": "ConditionalCheckFailedException"}}, "TransactWriteItems"
-                        ) from cancelled
-            raise StoreUnavailable("the lease store refused the transaction; try again shortly") from cancelled
+        """One TransactWriteItems; a failed `take` of limits[i] (at items[offset + i]) raises LimitReached.
+
+        A transaction cancelled only for contention (TransactionConflict, throttling) applied nothing
+        and is tried again with backoff, under a new token: a token belongs to one attempt, so that
+        botocore's own resend of a timed-out attempt is a no-op instead of a second try.
+        """
+        attempts = self._retry.attempts()
+        while True:
+            try:
+                self._call("TransactWriteItems", TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
+                return
+            except self._errors.TransactionCanceledException as cancelled:
+                reasons = cancelled.response.get("CancellationReasons", [])
+                for index, reason in enumerate(reasons):
+                    if reason.get("Code") == "ConditionalCheckFailed":
+                        if index >= offset and index - offset < len(limits):
+                            raise LimitReached(limits[index - offset]) from cancelled
+                        if index == 0:
+                            raise self._errors.ConditionalCheckFailedException(
+                                {"Error": {"Code": "ConditionalCheckFailedException"}}, "TransactWriteItems"
+                            ) from cancelled
+                if not retryable_cancellation(reasons):
+                    raise  # a reason no retry fixes (a validation error is our bug): the caller sees a 500
+                if not attempts.wait():
+                    raise StoreUnavailable(
+                        "the lease store is too contended to take this lease now; try again shortly"
+                    ) from cancelled
 
     def _query_index(self, key_condition: str, values: dict[str, Any], page_size: int) -> Iterator[Lease]:
         request: dict[str, Any] = {
@@ -597,9 +682,13 @@ class LeaseStore:
             return 0, None
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-            shard, key = int(decoded["s"]), decoded["k"]
+            if not isinstance(decoded, dict) or set(decoded) != {"s", "k"} or type(decoded["s"]) is not int:
+                raise ValueError("not a token of this service")
+            shard, key = decoded["s"], decoded["k"]
             if not 0 <= shard < self._shards or not (key is None or self._is_index_key(key, shard)):
                 raise ValueError("not a key of this index")
+            if key is not None:  # the canonical number text: DynamoDB compares keys by value
+                key = {**key, "due_at": {"N": str(int(key["due_at"]["N"]))}}
             return shard, key
         except (ValueError, KeyError, TypeError, binascii.Error) as error:
             raise InvalidRequest("next_token is not a token this service issued") from error
@@ -624,19 +713,24 @@ class LeaseStore:
 
         request.setdefault("ReturnConsumedCapacity", "TOTAL")
         method = getattr(self._client, _SNAKE[operation])
-        try:
-            response: dict[str, Any] = method(**request)
-        except (self._errors.ConditionalCheckFailedException, self._errors.TransactionCanceledException):
-            raise
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code in _OUTAGE_CODES:
-                raise StoreUnavailable("the lease store is unavailable; try again shortly") from error
-            raise
-        except ParamValidationError:
-            raise  # our bug, not an outage
-        except BotoCoreError as error:
-            raise StoreUnavailable("the lease store cannot be reached; try again shortly") from error
+        attempts = self._retry.attempts()
+        while True:
+            try:
+                response: dict[str, Any] = method(**request)
+                break
+            except (self._errors.ConditionalCheckFailedException, self._errors.TransactionCanceledException):
+                raise
+            except ClientError as error:
+                code = error.response.get("Error", {}).get("Code", "")
+                if code in RETRYABLE_CODES and attempts.wait():
+                    continue  # not applied (a conflict with a transaction, throttling): the same request again
+                if code in _OUTAGE_CODES or code in RETRYABLE_CODES:
+                    raise StoreUnavailable("the lease store is unavailable; try again shortly") from error
+                raise
+            except ParamValidationError:
+                raise  # our bug, not an outage
+            except BotoCoreError as error:
+                raise StoreUnavailable("the lease store cannot be reached; try again shortly") from error
         if operation in ("GetItem", "Query"):
             self.reads.requests += 1
             self.reads.items += response.get("Count", 1 if "Item" in response else 0)

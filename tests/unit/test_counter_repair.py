@@ -1,0 +1,141 @@
+"""Counter repair never undoes a concurrent acquire or release.
+
+The live index it counts holds from is eventually consistent (a GSI always is): a lease written a
+moment ago may be missing from it, a lease just ended may still show. These tests give the repair
+such a stale view of the index and check the counters it leaves. Caps use TransactWriteItems, which
+dynalite lacks, so they run on moto only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler import leases, reconcile
+from scheduler.limits import LeaseLimits
+from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.reconcile import COUNTER_SETTLE_SECONDS, repair_counters
+from scheduler.store import LeaseStore
+
+from .builders import NOW
+from .fake_provider import CountingProvider, registry_of
+
+pytestmark = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
+
+CAP = LeaseLimits(provider_caps={"local-docker": 10})
+COUNTER = "provider#local-docker"
+SETTLED = NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS)
+
+
+def acquire(store: LeaseStore) -> Any:
+    return leases.acquire(
+        LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), store, registry_of(CountingProvider()), CAP
+    )
+
+
+def counter(store: LeaseStore) -> int:
+    return store.counter_values().get(COUNTER, 0)
+
+
+def drift(store: LeaseStore, value: int) -> None:
+    """Set the counter behind the store's back, as a lost write would leave it."""
+    store.client.update_item(
+        TableName=store.counters_table,
+        Key={"counter": {"S": COUNTER}},
+        UpdateExpression="SET leases = :value",
+        ExpressionAttributeValues={":value": {"N": str(value)}},
+    )
+
+
+def with_index_view(store: LeaseStore, view: Callable[[], list[tuple[str, ...]]]) -> LeaseStore:
+    """The store, its live index answering `view` (what a lagging GSI returns)."""
+    store.live_holds = view  # type: ignore[method-assign]
+    return store
+
+
+def test_a_drift_is_repaired_once_a_second_pass_confirms_it(limited_store: LeaseStore) -> None:
+    acquire(limited_store)
+    drift(limited_store, 7)
+
+    first = repair_counters(limited_store, NOW)
+    second = repair_counters(limited_store, SETTLED)
+
+    assert (first, second, counter(limited_store)) == ({}, {COUNTER: (7, 1)}, 1)
+
+
+def test_a_second_pass_before_the_index_can_have_settled_does_not_repair(limited_store: LeaseStore) -> None:
+    acquire(limited_store)
+    drift(limited_store, 7)
+    repair_counters(limited_store, NOW)
+
+    assert repair_counters(limited_store, NOW + timedelta(seconds=1)) == {}
+    assert counter(limited_store) == 7
+
+
+def test_a_lease_the_index_has_not_caught_up_with_keeps_its_slot(limited_store: LeaseStore) -> None:
+    real_view = limited_store.live_holds
+    before = real_view()
+    acquire(limited_store)  # written a moment ago: not in the (lagging) index yet
+
+    repair_counters(with_index_view(limited_store, lambda: before), NOW)
+    repair_counters(with_index_view(limited_store, real_view), SETTLED)  # the index has caught up
+
+    assert counter(limited_store) == 1
+
+
+def test_a_release_the_index_still_shows_does_not_cost_a_slot(limited_store: LeaseStore) -> None:
+    registry = registry_of(CountingProvider())
+    lease = leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), limited_store, registry, CAP)
+    stale = limited_store.live_holds()  # still shows the lease after its release
+    leases.release(lease.lease_id, None, limited_store, registry)
+
+    repair_counters(with_index_view(limited_store, lambda: stale), NOW)
+
+    assert counter(limited_store) == 0
+
+
+def test_an_acquire_between_two_passes_postpones_the_repair(limited_store: LeaseStore) -> None:
+    acquire(limited_store)
+    drift(limited_store, 7)
+    repair_counters(limited_store, NOW)
+    acquire(limited_store)  # 8 stored, 2 held: the counter moved, so the first pass's suspicion is void
+
+    assert repair_counters(limited_store, SETTLED) == {}
+    assert repair_counters(limited_store, SETTLED + timedelta(seconds=COUNTER_SETTLE_SECONDS)) == {COUNTER: (8, 2)}
+
+
+def test_counters_are_read_strongly_consistently(limited_store: LeaseStore) -> None:
+    seen: list[dict[str, Any]] = []
+    scan = limited_store.client.scan
+
+    def recording_scan(**request: Any) -> Any:
+        seen.append(request)
+        return scan(**request)
+
+    limited_store.client.scan = recording_scan  # type: ignore[method-assign]
+    try:
+        limited_store.counter_states()
+    finally:
+        del limited_store.client.scan
+    assert [request.get("ConsistentRead") for request in seen] == [True]
+
+
+def test_the_reconciler_repairs_over_two_of_its_passes(limited_store: LeaseStore) -> None:
+    registry = registry_of(CountingProvider())
+    acquire(limited_store)
+    drift(limited_store, 7)
+
+    def run(at: datetime) -> dict[str, tuple[int, int]]:
+        return reconcile.reconcile(
+            limited_store,
+            registry,
+            orphan_grace_seconds=600,
+            pending_deadline_seconds=120,
+            limits=CAP,
+            clock=lambda: at,
+        ).counters_repaired
+
+    assert (run(NOW), run(SETTLED)) == ({}, {COUNTER: (7, 1)})
