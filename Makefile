@@ -22,19 +22,20 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
 
 # Every venv installs its lock (all packages pinned, with hashes; `make lock` writes them) and nothing
-# else: --require-hashes refuses any file whose hash the lock does not list.
+# else: --require-hashes refuses any file whose hash the lock does not list. A venv is made anew when
+# its lock changes, so that nothing the lock dropped stays behind.
 PIP_LOCKED := -m pip install --quiet --progress-bar off --require-hashes
 
 $(VENV)/.installed: requirements.lock
 	@echo "==> creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version)) from requirements.lock"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
 	@$(PY) $(PIP_LOCKED) -r requirements.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@$(PY) -m pip check >/dev/null
 	@touch $@
 
 $(SAM_VENV)/.installed: requirements-sam.lock
 	@echo "==> installing SAM CLI into $(SAM_VENV) from requirements-sam.lock"
-	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	@rm -rf $(SAM_VENV) && $(PYTHON) -m venv $(SAM_VENV)
 	@$(SAM_VENV)/bin/python $(PIP_LOCKED) -r requirements-sam.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@$(SAM_VENV)/bin/sam --version
 	@touch $@
@@ -45,14 +46,14 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 # resolving it again, and `pip check` may name that conflict and no other.
 $(FLOOR_VENV)/.installed: requirements-botocore-floor.lock
 	@echo "==> creating $(FLOOR_VENV) from requirements-botocore-floor.lock"
-	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	@rm -rf $(FLOOR_VENV) && $(PYTHON) -m venv $(FLOOR_VENV)
 	@$(FLOOR_VENV)/bin/python $(PIP_LOCKED) --no-deps -r requirements-botocore-floor.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@problems="$$($(FLOOR_VENV)/bin/python -m pip check | grep -v '^botocore [0-9.]* has requirement urllib3' || true)"; \
 	 if [ -n "$$problems" ]; then echo "$$problems" >&2; exit 1; fi
 	@touch $@
 
 $(LOCK_VENV)/.installed: requirements-lock-tool.txt
-	@test -x $(LOCK_VENV)/bin/python || $(PYTHON) -m venv $(LOCK_VENV)
+	@rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
 	@$(LOCK_VENV)/bin/python $(PIP_LOCKED) -r requirements-lock-tool.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@touch $@
 
@@ -103,7 +104,7 @@ sam-test: $(VENV)/.installed $(SAM_VENV)/.installed ## Only the SAM tests: sam l
 
 CHECKOV_VENV := .venv-checkov
 $(CHECKOV_VENV)/.installed: requirements-checkov.lock
-	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	@rm -rf $(CHECKOV_VENV) && $(PYTHON) -m venv $(CHECKOV_VENV)
 	@$(CHECKOV_VENV)/bin/python $(PIP_LOCKED) -r requirements-checkov.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@touch $@
 
