@@ -9,21 +9,27 @@ PYTHON ?= $(shell for p in $$(command -v python3.13) $(wildcard $(HOME)/.pyenv/v
 	$$p -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null && { echo $$p; break; }; done)
 VENV := .venv
 SAM_VENV := .venv-sam
+FLOOR_VENV := .venv-botocore-floor
+LOCK_VENV := .venv-lock
 PY := $(VENV)/bin/python
 SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
 
-.PHONY: help run test lint typecheck unit integration validate build security clean sam-local sam-test bench
+.PHONY: help run test lint typecheck unit unit-botocore-floor integration validate build security clean sam-local sam-test bench lock
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements-dev.txt layers/scheduler/requirements.txt
-	@echo "==> creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet --progress-bar off -r requirements-dev.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+# Every venv installs its lock (all packages pinned, with hashes; `make lock` writes them) and nothing
+# else: --require-hashes refuses any file whose hash the lock does not list. A venv is made anew when
+# its lock changes, so that nothing the lock dropped stays behind.
+PIP_LOCKED := -m pip install --quiet --progress-bar off --require-hashes
+
+$(VENV)/.installed: requirements.lock
+	@echo "==> creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version)) from requirements.lock"
+	@rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
+	@$(PY) $(PIP_LOCKED) -r requirements.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@$(PY) -m pip check >/dev/null
 	@touch $@
 
@@ -35,19 +41,37 @@ $(DYNALITE): tests/dynalite/package.json tests/dynalite/package-lock.json
 	@cd tests/dynalite && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(SAM_VENV)/.installed: requirements-sam.txt
-	@echo "==> installing SAM CLI into $(SAM_VENV)"
-	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
-	@$(SAM_VENV)/bin/python -m pip install --quiet --progress-bar off -r requirements-sam.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+$(SAM_VENV)/.installed: requirements-sam.lock
+	@echo "==> installing SAM CLI into $(SAM_VENV) from requirements-sam.lock"
+	@rm -rf $(SAM_VENV) && $(PYTHON) -m venv $(SAM_VENV)
+	@$(SAM_VENV)/bin/python $(PIP_LOCKED) -r requirements-sam.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@$(SAM_VENV)/bin/sam --version
+	@touch $@
+
+# The layer's packages with the oldest boto3/botocore the functions support (requirements-botocore-floor.txt).
+# One conflict is deliberate, the one Lambda has too: the SDK's declared urllib3 range against the
+# layer's urllib3, which comes first on sys.path there. So pip installs the (complete) lock without
+# resolving it again, and `pip check` may name that conflict and no other.
+$(FLOOR_VENV)/.installed: requirements-botocore-floor.lock
+	@echo "==> creating $(FLOOR_VENV) from requirements-botocore-floor.lock"
+	@rm -rf $(FLOOR_VENV) && $(PYTHON) -m venv $(FLOOR_VENV)
+	@$(FLOOR_VENV)/bin/python $(PIP_LOCKED) --no-deps -r requirements-botocore-floor.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@problems="$$($(FLOOR_VENV)/bin/python -m pip check | grep -v '^botocore [0-9.]* has requirement urllib3' || true)"; \
+	 if [ -n "$$problems" ]; then echo "$$problems" >&2; exit 1; fi
+	@touch $@
+
+$(LOCK_VENV)/.installed: requirements-lock-tool.txt
+	@rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	@$(LOCK_VENV)/bin/python $(PIP_LOCKED) -r requirements-lock-tool.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@touch $@
 
 run: $(VENV)/.installed ## Serve the lease API locally (tables kept in .local/dynamodb; FRESH=1 starts empty)
 	@exec $(PY) -m devstack $(if $(FRESH),--fresh)
 
-test: lint typecheck validate $(DYNALITE) ## The whole suite: lint, types, template, unit and integration tests
+test: lint typecheck validate $(DYNALITE) ## The whole suite: lint, types, template, unit and integration tests, the SDK floor
 	@echo "==> pytest"
 	@$(PY) -m pytest
+	@$(MAKE) --no-print-directory unit-botocore-floor
 
 lint: $(VENV)/.installed ## ruff, bandit
 	@echo "==> ruff"
@@ -70,6 +94,10 @@ build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PA
 unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker)
 	@$(PY) -m pytest tests/unit
 
+unit-botocore-floor: $(FLOOR_VENV)/.installed ## The unit tests on the oldest boto3/botocore the functions support
+	@echo "==> pytest tests/unit with $$($(FLOOR_VENV)/bin/python -c 'import boto3, botocore; print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}")')"
+	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -p no:cacheprovider -q
+
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers
 
@@ -83,9 +111,9 @@ sam-test: $(VENV)/.installed $(SAM_VENV)/.installed ## Only the SAM tests: sam l
 	@$(PY) -m pytest tests/sam
 
 CHECKOV_VENV := .venv-checkov
-$(CHECKOV_VENV)/.installed:
-	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	@$(CHECKOV_VENV)/bin/python -m pip install --quiet --progress-bar off checkov==3.3.30 2>&1 | { grep -v '^WARNING: Location' || true; }
+$(CHECKOV_VENV)/.installed: requirements-checkov.lock
+	@rm -rf $(CHECKOV_VENV) && $(PYTHON) -m venv $(CHECKOV_VENV)
+	@$(CHECKOV_VENV)/bin/python $(PIP_LOCKED) -r requirements-checkov.lock 2>&1 | { grep -v '^WARNING: Location' || true; }
 	@touch $@
 
 security: $(VENV)/.installed $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed ## bandit, cfn-lint, checkov, pip-audit (see docs/security.md)
@@ -93,6 +121,9 @@ security: $(VENV)/.installed $(SAM_VENV)/.installed $(CHECKOV_VENV)/.installed #
 	@echo "==> cfn-lint"; $(SAM_VENV)/bin/cfn-lint template.yaml
 	@echo "==> checkov"; $(CHECKOV_VENV)/bin/checkov --quiet --config-file .checkov.yaml -f template.yaml --framework cloudformation
 	@echo "==> pip-audit"; $(VENV)/bin/pip-audit --strict --disable-pip -r requirements.lock
+
+lock: $(LOCK_VENV)/.installed ## Resolve every requirements*.txt into its hashed lock (uv; scripts/lock)
+	@UV=$(LOCK_VENV)/bin/uv scripts/lock
 
 clean: ## Remove build output and local state (stops nothing)
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

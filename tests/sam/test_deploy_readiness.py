@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.sam.conftest import REPO, SAM, require_sam_cli
+from tests.support.cfn_conditions import deployed
 from tests.support.translated_template import translated_template
 
 ROUTES = {
@@ -26,6 +27,7 @@ ROUTES = {
     ("DELETE", "/v1/lease/{lease_id}"): "ReleaseLeaseFunction",
 }
 LIVE_STATUSES = {"pending", "active", "releasing"}
+CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
 DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
 
 
@@ -206,6 +208,58 @@ def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
                 "ReconcileWorkersFunction",
             }
         ), function
+
+
+def _reserved_concurrency(template: dict[str, Any], **parameters: str) -> dict[str, Any]:
+    """ReservedConcurrentExecutions of each function in a stack deployed with these parameters."""
+    resources = deployed(template, parameters)["Resources"]
+    return {
+        name: properties["ReservedConcurrentExecutions"]
+        for name, properties in _of_type(resources, "AWS::Lambda::Function").items()
+        if "ReservedConcurrentExecutions" in properties
+    }
+
+
+def test_the_default_stack_reserves_no_concurrency(template: dict[str, Any]) -> None:
+    """New accounts have a concurrency quota of 10 and Lambda keeps 10 unreserved: any reservation fails."""
+    assert _reserved_concurrency(template) == {}
+
+
+def test_cleanup_concurrency_is_reserved_when_asked_for(template: dict[str, Any]) -> None:
+    reserved = _reserved_concurrency(template, CleanupReservedConcurrency="2")
+
+    assert reserved == dict.fromkeys(CLEANUP_FUNCTIONS, "2")
+
+
+def test_the_reservation_parameter_says_when_to_set_it_and_what_the_account_needs(template: dict[str, Any]) -> None:
+    parameter = template["Parameters"]["CleanupReservedConcurrency"]
+
+    assert parameter["Default"] == 0
+    assert parameter["MinValue"] == 0
+    description = " ".join(parameter["Description"].split())
+    assert "0 (the default) reserves none" in description
+    assert "at least 10 + 3 x this value" in description
+
+
+def test_the_dev_stack_deploys_into_a_new_account() -> None:
+    """`sam deploy` ([default]) and `--config-env dev` leave the reservation at the template's default: none."""
+    config = tomllib.loads((REPO / "samconfig.toml").read_text())
+    for environment in ("default", "dev"):
+        overrides = dict(
+            item.split("=", 1) for item in config[environment]["deploy"]["parameters"]["parameter_overrides"].split()
+        )
+        assert overrides.get("CleanupReservedConcurrency", "0") == "0", environment
+
+
+def test_every_function_runs_on_the_architecture_parameter(template: dict[str, Any]) -> None:
+    assert template["Parameters"]["Architecture"]["AllowedValues"] == ["x86_64", "arm64"]
+    for architecture in ("x86_64", "arm64"):
+        resources = deployed(template, {"Architecture": architecture})["Resources"]
+        functions = _of_type(resources, "AWS::Lambda::Function")
+        architectures = {name: properties["Architectures"] for name, properties in functions.items()}
+        assert architectures == {name: [architecture] for name in functions}
+        (layer,) = _of_type(resources, "AWS::Lambda::LayerVersion").values()
+        assert architecture in layer["CompatibleArchitectures"]
 
 
 def test_parameters_for_secrets_docker_host_images_providers_and_limits(template: dict[str, Any]) -> None:

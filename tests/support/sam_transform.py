@@ -3,7 +3,13 @@
 Run with the SAM CLI's interpreter, where aws-sam-translator lives (its pydantic pin, ~=2.13, cannot
 share the dev venv with the layer's pydantic 2.14):
 
-    .venv-sam/bin/python tests/security/sam_transform.py template.yaml > /tmp/transformed.json
+    .venv-sam/bin/python tests/support/sam_transform.py template.yaml > /tmp/transformed.json
+
+With --deployed, the stack's view instead: conditions decided with the parameters' defaults and any
+Name=Value overrides, AWS::NoValue removed (tests/support/cfn_conditions.py):
+
+    .venv-sam/bin/python tests/support/sam_transform.py template.yaml --deployed
+    .venv-sam/bin/python tests/support/sam_transform.py template.yaml --deployed CleanupReservedConcurrency=2
 
 No AWS call is made: the managed-policy loader is a stub (the template names no managed policy by
 its short name), and the region comes from AWS_DEFAULT_REGION (us-east-1 when unset).
@@ -11,6 +17,7 @@ its short name), and the region comes from AWS_DEFAULT_REGION (us-east-1 when un
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -41,8 +48,17 @@ def transform_template(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[2] / "template.yaml"
-    json.dump(transform_template(path), sys.stdout, indent=2, sort_keys=True)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("template", nargs="?", type=Path, default=Path(__file__).resolve().parents[2] / "template.yaml")
+    parser.add_argument("--deployed", nargs="*", metavar="NAME=VALUE", help="apply the parameters (defaults + these)")
+    arguments = parser.parse_args(argv[1:])
+    template = transform_template(arguments.template)
+    if arguments.deployed is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from cfn_conditions import deployed
+
+        template = deployed(template, dict(item.split("=", 1) for item in arguments.deployed))
+    json.dump(template, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from scheduler import observability
 from scheduler.observability import InstrumentedProvider, failure_reason
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
 
@@ -58,6 +59,26 @@ def test_no_span_when_tracing_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     _EXPORTER.clear()
     InstrumentedProvider(CountingProvider()).provision(new_lease(), {})
     assert _EXPORTER.get_finished_spans() == ()
+
+
+def test_tracing_on_without_the_opentelemetry_api_still_provisions(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The layer ships no OpenTelemetry (ADOT brings it): a wrapper without the API must not break a call."""
+    monkeypatch.setenv("AWS_LAMBDA_EXEC_WRAPPER", "/opt/some-other-wrapper")
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # `from opentelemetry import trace` raises ImportError
+    observability._opentelemetry_trace.cache_clear()
+    provider = CountingProvider()
+    try:
+        worker = InstrumentedProvider(provider).provision(new_lease(), {})
+        InstrumentedProvider(provider).release("a-lease", worker.token)
+    finally:
+        observability._opentelemetry_trace.cache_clear()
+
+    assert worker.token is not None
+    assert provider.release_calls == ["a-lease"]
+    warnings = [record for record in caplog.records if "OpenTelemetry API is missing" in record.getMessage()]
+    assert len(warnings) == 1
 
 
 def test_tracing_off_never_imports_opentelemetry() -> None:

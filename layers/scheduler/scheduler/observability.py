@@ -3,7 +3,9 @@
 Every driver is wrapped in an InstrumentedProvider, so each provision and release is timed and
 counted with its provider (and kind) as dimensions, without the drivers or the use cases knowing.
 Spans use the OpenTelemetry API, imported only when tracing is switched on (the ADOT layer's
-wrapper is configured): otherwise a span costs nothing, not even the import.
+wrapper is configured): otherwise a span costs nothing, not even the import. The API comes from
+the ADOT layer then; the scheduler's layer ships none, so that no other copy can shadow ADOT's.
+Without it (tracing switched on but no ADOT layer) the calls run untraced, with one warning.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from functools import cache
+from types import ModuleType
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
@@ -66,14 +70,27 @@ def tracing_enabled() -> bool:
     return bool(os.environ.get("AWS_LAMBDA_EXEC_WRAPPER") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
+@cache
+def _opentelemetry_trace() -> ModuleType | None:
+    """The OpenTelemetry trace API, imported once; None (reported once) when it is not installed."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        logger.warning(
+            "tracing is on but the OpenTelemetry API is missing (no ADOT layer?): provider calls run untraced"
+        )
+        return None
+    return trace
+
+
 @contextmanager
 def provider_span(operation: str, provider: str, attributes: Mapping[str, str]) -> Iterator[None]:
     """An OpenTelemetry span around one provider call (a no-op unless tracing is on)."""
-    if not tracing_enabled():
+    trace = _opentelemetry_trace() if tracing_enabled() else None
+    if trace is None:
         with nullcontext():
             yield
         return
-    from opentelemetry import trace
 
     tracer = trace.get_tracer("openalice-scheduler")
     with tracer.start_as_current_span(
