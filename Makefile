@@ -94,7 +94,7 @@ build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PA
 unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker)
 	@$(PY) -m pytest tests/unit
 
-unit-botocore-floor: $(FLOOR_VENV)/.installed ## The unit tests on the oldest boto3/botocore the functions support
+unit-botocore-floor: $(FLOOR_VENV)/.installed $(DYNALITE) ## The unit tests on the oldest boto3/botocore the functions support
 	@echo "==> pytest tests/unit with $$($(FLOOR_VENV)/bin/python -c 'import boto3, botocore; print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}")')"
 	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -p no:cacheprovider -q
 
