@@ -63,3 +63,18 @@ def sharded_store(table_name: str, dynamodb: DynamoDBClient) -> LeaseStore:
 @pytest.fixture
 def leases(store: LeaseStore) -> Leases:
     return Leases(store)
+
+
+@pytest.fixture
+def limited_store(dynamodb: DynamoDBClient, table_name: str) -> Iterator[LeaseStore]:
+    """A store whose leases table has its counters table beside it (both from template.yaml)."""
+    counters = f"counters-{uuid.uuid4().hex[:12]}"
+    create_table(dynamodb, counters, SamTemplate.load().tables["LeaseCountersTable"])
+    yield LeaseStore(
+        table_name,
+        dynamodb,
+        retention_seconds=RETENTION_SECONDS,
+        release_claim_seconds=RELEASE_CLAIM_SECONDS,
+        counters_table=counters,
+    )
+    dynamodb.delete_table(TableName=counters)

@@ -18,25 +18,10 @@ from scheduler.limits import LeaseLimits
 from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
 from scheduler.store import LeaseStore
 
-from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS
+from .builders import NOW
 from .fake_provider import CountingProvider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
-
-
-@pytest.fixture
-def limited_store(dynamodb: DynamoDBClient, table_name: str) -> Iterator[LeaseStore]:
-    """A store whose leases table has its counters table beside it (both from template.yaml)."""
-    counters = f"counters-{uuid.uuid4().hex[:12]}"
-    create_table(dynamodb, counters, SamTemplate.load().tables["LeaseCountersTable"])
-    yield LeaseStore(
-        table_name,
-        dynamodb,
-        retention_seconds=RETENTION_SECONDS,
-        release_claim_seconds=RELEASE_CLAIM_SECONDS,
-        counters_table=counters,
-    )
-    dynamodb.delete_table(TableName=counters)
 
 
 @pytest.fixture
