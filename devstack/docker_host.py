@@ -502,6 +502,19 @@ def _read_pid(pidfile: Path) -> int:
         return 0
 
 
+def client_from_env(environment: dict[str, str], timeout: int = 60) -> docker.DockerClient:
+    """A `docker.DockerClient` for the DOCKER_* variables in `environment`, as the service connects."""
+    from scheduler.providers.docker_engine.client import connect, negotiate
+
+    api = connect(environment, api_version=environment.get("DOCKER_API_VERSION") or None, timeout=timeout)
+    try:
+        negotiate(api)
+    except Exception:
+        api.close()
+        raise
+    return docker_client_on(api)
+
+
 def tls_client(host: str, cert_path: Path, version: str | None = None, timeout: int = 60) -> docker.DockerClient:
     """A `docker.DockerClient` using `cert_path`'s cert.pem/key.pem, trusting only its ca.pem.
 
