@@ -92,7 +92,10 @@ def provider_registry(settings: Settings | None = None) -> ProviderRegistry:
 
 
 def worker_read_check(
-    store: LeaseStore, settings: Settings | None = None, on_end: Callable[[Lease], None] | None = None
+    store: LeaseStore,
+    settings: Settings | None = None,
+    on_end: Callable[[Lease], None] | None = None,
+    providers: ProviderRegistry | None = None,
 ) -> ReadCheck:
     """The check GET /v1/lease/{id} runs on an active lease's worker (drivers load on first need)."""
     from scheduler.liveness import ReadCheck
@@ -101,7 +104,7 @@ def worker_read_check(
     settings = settings or get_settings()
     return ReadCheck(
         store,
-        provider_registry(settings),
+        providers or provider_registry(settings),
         checked=CHECKED_ON_READ,
         interval_seconds=settings.worker_read_check_seconds,
         on_end=on_end,
