@@ -3,6 +3,7 @@ engine, and workers killed behind the service's back — real engines on loopbac
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from devstack.docker_host import generate_untrusted_client
 from scheduler.models import LeaseStatus
 from tests.support.engine29_proxy import Engine29Proxy
 from tests.support.silent_engine import SilentEngine
@@ -141,6 +143,34 @@ def test_acquire_on_a_hung_engine_answers_503_naming_the_provider_before_api_gat
     assert "timed out" in error["details"]["providers"]["local-docker"]
     assert elapsed < API_GATEWAY_TIMEOUT_SECONDS
     print(f"hung engine: 503 after {elapsed:.1f} s: {error['details']['providers']['local-docker']}")
+
+
+# --- a client given the wrong CA ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wrong_ca_stack(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    wrong = generate_untrusted_client(tmp_path_factory.mktemp("wrong-ca") / "certs")
+    for name in ("cert.pem", "key.pem"):
+        shutil.copyfile(Path(docker_host.cert_path) / name, wrong / name)
+    running = start_stack(
+        tmp_path_factory.mktemp("wrong-ca-stack"),
+        docker_env={**docker_host.env(), "DOCKER_CERT_PATH": str(wrong)},
+        extra_env={**NO_SCHEDULES, "RENDERER_IMAGE": "openalice/renderer:dev", "ANIM_IMAGE": "openalice/anim:dev"},
+    )
+    yield running
+    running.stop()
+
+
+def test_a_wrong_ca_is_named_to_the_caller_and_in_the_log(wrong_ca_stack: RunningStack) -> None:
+    response = wrong_ca_stack.acquire()
+
+    assert response.status_code == 503
+    problem = response.json()["error"]["details"]["providers"]["local-docker"]
+    assert problem.startswith("TLS verification of the Docker host's certificate failed: unable to get local issuer")
+    assert "not signed by" in problem and "/certs/ca.pem" in problem
+    logged = [line for line in wrong_ca_stack.logs().splitlines() if '"message":"Docker host call failed"' in line]
+    assert logged and "TLS verification of the Docker host's certificate failed" in logged[0]
 
 
 # --- a worker killed behind the service's back ---------------------------------------------------
