@@ -39,6 +39,7 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from scheduler.deadline import Deadline
 from scheduler.providers.docker_engine.client import EngineClient, connect, negotiate
 from scheduler.providers.docker_engine.failures import describe
+from scheduler.providers.docker_engine.tls import TlsFiles, TlsMaterialError, client_context
 
 Extension = TypeVar("Extension", bound=x509.ExtensionType)
 
@@ -214,10 +215,9 @@ def _check_client(client: x509.Certificate, ca: x509.Certificate, directory: Pat
         )
         return
     try:
-        context = ssl.create_default_context()
-        context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
-    except ssl.SSLError as error:
-        report.add("FAIL", f"cert.pem and key.pem do not belong together: {error.reason or error}", REGENERATE)
+        client_context(TlsFiles.in_directory(directory))  # as the driver loads them: no passphrase prompt
+    except TlsMaterialError as error:
+        report.add("FAIL", str(error), REGENERATE)
         return
     if _signed_by(client, ca):
         report.add(_expiry_level(client), f"{line}, clientAuth, signed by ca.pem", _expiry_fix(client, "cert.pem"))

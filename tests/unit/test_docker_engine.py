@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,13 @@ from scheduler.deadline import Deadline, or_never
 from scheduler.errors import ConfigurationError
 from scheduler.providers.docker_engine import api_versions
 from scheduler.providers.docker_engine.failures import describe
-from scheduler.providers.docker_engine.tls import certificates_without_key_usage, has_key_usage
+from scheduler.providers.docker_engine.tls import (
+    TlsFiles,
+    TlsMaterialError,
+    certificates_without_key_usage,
+    client_context,
+    has_key_usage,
+)
 from scheduler.providers.local_docker import reason_from_state
 
 ENGINE_20_10 = {"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", "MinAPIVersion": "1.12"}
@@ -77,6 +84,51 @@ def test_a_truncated_certificate_is_malformed_not_missing_key_usage() -> None:
 def test_a_bundle_block_that_is_not_a_certificate_is_skipped() -> None:
     junk = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n"
     assert certificates_without_key_usage(junk + _pem(_ca(key_usage=False))) == [2]
+
+
+def _tls_directory(directory: Path, *, key_password: bytes | None = None) -> Path:
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca = _ca(key_usage=True)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client")])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    encryption = serialization.BestAvailableEncryption(key_password) if key_password else serialization.NoEncryption()
+    directory.mkdir()
+    (directory / "ca.pem").write_text(_pem(ca))
+    (directory / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    )
+    return directory
+
+
+def test_tls_files_load_into_a_context_that_verifies_and_checks_names(tmp_path: Path) -> None:
+    context = client_context(TlsFiles.in_directory(_tls_directory(tmp_path / "tls")))
+
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert not context.verify_flags & ssl.VERIFY_X509_STRICT
+    assert context.hostname_checks_common_name is False
+
+
+def test_a_passphrase_protected_client_key_is_refused_without_a_prompt(tmp_path: Path) -> None:
+    directory = _tls_directory(tmp_path / "tls", key_password=b"secret")
+
+    with pytest.raises(TlsMaterialError, match="protected by a passphrase"):
+        client_context(TlsFiles.in_directory(directory))
+
+
+def test_missing_tls_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(TlsMaterialError, match=r"lacks ca\.pem, cert\.pem, key\.pem"):
+        client_context(TlsFiles.in_directory(tmp_path))
 
 
 # --- API version choice ----------------------------------------------------------------------------

@@ -104,7 +104,8 @@ class EngineClient(docker.APIClient):
             self._bound.deadline = previous
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
-        deadline: Deadline | None = getattr(self._bound, "deadline", None)
+        bound = getattr(self, "_bound", None)  # None while docker-py's own constructor runs
+        deadline: Deadline | None = getattr(bound, "deadline", None)
         if deadline is not None:
             remaining = deadline.remaining()
             if remaining <= 0.05:

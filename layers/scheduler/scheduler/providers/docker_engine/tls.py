@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
@@ -65,18 +66,33 @@ def client_context(files: TlsFiles) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(files.ca))
     except (ssl.SSLError, ValueError) as error:
         raise TlsMaterialError(f"{files.ca} holds no usable PEM certificate: {error}") from error
+    except OSError as error:
+        raise TlsMaterialError(f"{files.ca} cannot be read: {error.strerror or error}") from error
     # What Python 3.13 checks beyond OpenSSL's defaults, and beyond what the docker CLI checks.
     context.verify_flags &= ~ssl.VERIFY_X509_STRICT
     # Go (the docker CLI) ignores the common name: only subjectAltName entries name the host.
     context.hostname_checks_common_name = False
     try:
-        context.load_cert_chain(str(files.cert), str(files.key))
+        # A passphrase-protected key must fail here, never wait for OpenSSL's prompt on a terminal.
+        context.load_cert_chain(str(files.cert), str(files.key), password=_refuse_passphrase(files.key))
     except ssl.SSLError as error:
         raise TlsMaterialError(
             f"{files.cert} and {files.key} are not a matching certificate and key: {error.reason or error}"
         ) from error
+    except OSError as error:
+        raise TlsMaterialError(f"{files.cert} or {files.key} cannot be read: {error.strerror or error}") from error
     warn_once_if_ca_lacks_key_usage(files.ca)
     return context
+
+
+def _refuse_passphrase(key: Path) -> Callable[[], bytes]:
+    def refuse() -> bytes:
+        raise TlsMaterialError(
+            f"{key} is protected by a passphrase; the service needs it unencrypted"
+            f" (openssl pkey -in {key.name} -out {key.name}.plain, then replace it; keep it mode 0600)"
+        )
+
+    return refuse
 
 
 def certificates_without_key_usage(pem: str) -> list[int]:
