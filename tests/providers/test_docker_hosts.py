@@ -332,6 +332,31 @@ def test_a_pinned_version_below_engine_29s_floor_is_named_api_version_refused(en
     assert not [request for request in engine29.requests_seen if request.endswith(" /version")]  # pinned: not asked
 
 
+def test_a_pinned_version_the_engine_refuses_stays_pinned(engine29: Engine29Proxy) -> None:
+    driver = _driver(engine29.env(), api_version="1.41")
+
+    for _ in range(2):
+        with pytest.raises(ProviderRequestFailed, match="API version refused"):
+            driver.list_managed()
+
+    assert not [request for request in engine29.requests_seen if request.endswith(" /version")]
+
+
+def test_an_engine_upgraded_under_a_warm_environment_is_negotiated_again(
+    engine29: Engine29Proxy, cleanup: list[str]
+) -> None:
+    # This environment negotiated 1.41 with the host when it ran Engine 20.10; now it runs Engine 29.
+    engine_client._negotiated[engine29.host] = "1.41"
+    driver = _driver(engine29.env())
+
+    with pytest.raises(ProviderRequestFailed, match=r"API version refused by the engine: client version 1\.41 is too"):
+        driver.list_managed()
+    driver.list_managed()
+
+    assert engine29.requests_seen[-1].startswith(f"GET /v{engine_client.NEWEST_SUPPORTED}/containers/json?")
+    assert engine_client._negotiated[engine29.host] == engine_client.NEWEST_SUPPORTED
+
+
 def test_a_pinned_version_within_the_engines_range_is_spoken_as_pinned(engine29: Engine29Proxy) -> None:
     driver = _driver(engine29.env(), api_version="1.44")
 

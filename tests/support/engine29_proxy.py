@@ -73,7 +73,7 @@ class Engine29Proxy:
             owner = proxy
             upstream_tls = upstream_context
 
-        server = ThreadingHTTPServer((self.address, 0), Handler)
+        server = _QuietServer((self.address, 0), Handler)
         server.daemon_threads = True
         # The handshake happens in the handler thread, so one stuck client cannot block the accept loop.
         server.socket = server_context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
@@ -87,6 +87,13 @@ class Engine29Proxy:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Refused handshakes are what several tests provoke; no traceback on stderr for each."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
 
 
 class _Engine29Handler(BaseHTTPRequestHandler):

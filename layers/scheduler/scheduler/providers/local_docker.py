@@ -345,7 +345,7 @@ class LocalDockerProvider(Provider):
     def _note_version_refusal(self, client: EngineClient, error: APIError) -> None:
         # The engine was replaced by one with another API range (e.g. upgraded to Engine 29 while this
         # environment stayed warm): negotiate again on the next call.
-        if is_version_refusal(error) and client.version_settled:
+        if is_version_refusal(error) and client.version_settled and not client.version_pinned:
             forget_negotiated(client.host)
             client.version_settled = False
 

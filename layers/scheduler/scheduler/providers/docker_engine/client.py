@@ -90,6 +90,7 @@ class EngineClient(docker.APIClient):
             self.cert = None
         self.host = base_url
         self.cert_dir = cert_dir
+        self.version_pinned = version_pinned
         self.version_settled = version_pinned
         self._bound = local()
 
@@ -141,14 +142,17 @@ def connect(
     pinned = (api_version or "").strip()
     with _negotiated_lock:
         known = _negotiated.get(host)
-    return EngineClient(
+    client = EngineClient(
         host,
         version=pinned or known or OLDEST_SUPPORTED,
         timeout=timeout,
         tls_context=context,
-        version_pinned=bool(pinned or known),
+        version_pinned=bool(pinned),
         cert_dir=cert_dir,
     )
+    if known and not pinned:
+        client.settle_version(known)
+    return client
 
 
 def negotiate(client: EngineClient) -> str:
