@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.common import REPO
 
-DOCKER_API_VERSION = "1.41"  # what the local-docker driver pins
+DOCKER_API_VERSION = None  # negotiated with the engine, as the local-docker driver does
 MANAGED_LABEL = "openalice.scheduler/managed"  # scheduler.providers.base.MANAGED_LABEL
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"  # scheduler.providers.base.LEASE_ID_LABEL
 

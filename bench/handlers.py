@@ -37,6 +37,7 @@ from bench.common import LAYER, REPO
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "openalice-scheduler")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OpenAliceScheduler")
 
+from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
 from scheduler.observability import InstrumentedProvider
 from scheduler.providers.base import ManagedWorker, Provider, ProvisionedWorker
@@ -287,7 +288,7 @@ class FakeProvider(Provider):
     def available(self, request: LeaseRequest) -> bool:
         return True
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
         with self.meter.inside("provider"):
             token = uuid.uuid4().hex
             with self._lock:
@@ -295,7 +296,7 @@ class FakeProvider(Provider):
                 self.provisions += 1
             return ProvisionedWorker(token=token, endpoint=None)
 
-    def release(self, lease_id: str, token: str | None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         with self.meter.inside("provider"), self._lock:
             self.releases += 1
             if token is not None:
@@ -304,7 +305,7 @@ class FakeProvider(Provider):
                 for key in [key for key, owner in self.workers.items() if owner == lease_id]:
                     del self.workers[key]
 
-    def list_managed(self) -> list[ManagedWorker]:
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         with self.meter.inside("provider"):
             now = datetime.now(UTC)
             with self._lock:
@@ -419,6 +420,10 @@ class Handlers:
             module = load_function(name)
             if hasattr(module, "providers"):
                 setattr(module, "providers", self.registry)  # noqa: B010 - the handler's module global
+            if hasattr(module, "check"):  # GET's worker check: the same fake provider
+                from scheduler.runtime import worker_read_check
+
+                setattr(module, "check", worker_read_check(module.store, providers=self.registry))  # noqa: B010
             if name == "acquire_lease":
                 from scheduler.runtime import idempotent_acquire
 

@@ -59,7 +59,7 @@ if str(REPO) not in sys.path:
 RESULTS = REPO / "bench" / "results"
 MANAGED_LABEL = "openalice.scheduler/managed"  # scheduler.providers.base.MANAGED_LABEL
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"  # scheduler.providers.base.LEASE_ID_LABEL
-DOCKER_API_VERSION = "1.41"  # what the local-docker driver pins
+DOCKER_API_VERSION = None  # negotiated with the engine, as the local-docker driver does
 DEFAULT_DOCKER_STATE = REPO / ".local" / "docker"
 LEASE_BODY = {"kind": "renderer", "ttl_seconds": 300}
 
@@ -487,7 +487,7 @@ def docker_client(settings: dict[str, str], state_dir: Path) -> tuple[Any, str]:
         if cert_path or settings.get("DOCKER_TLS_VERIFY"):
             # As the driver does: always verify the host against its own CA.
             return tls_client(host, Path(cert_path or Path.home() / ".docker"), DOCKER_API_VERSION, 30), host
-        client = docker.DockerClient(base_url=host, version=DOCKER_API_VERSION, timeout=30)
+        client = docker.DockerClient(base_url=host, version=DOCKER_API_VERSION or "auto", timeout=30)
         client.api.trust_env = False
         return client, host
     recorded = load_tls_docker_host(state_dir)

@@ -33,9 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-import docker.constants
 import docker.errors
-import docker.tls
 import requests
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -504,25 +502,54 @@ def _read_pid(pidfile: Path) -> int:
         return 0
 
 
-def tls_client(host: str, cert_path: Path, version: str, timeout: int = 60) -> docker.DockerClient:
-    """A `docker.DockerClient` using `cert_path`'s cert.pem/key.pem, trusting only its ca.pem."""
-    tls = docker.tls.TLSConfig(
-        client_cert=(str(cert_path / "cert.pem"), str(cert_path / "key.pem")),
-        ca_cert=str(cert_path / "ca.pem"),
-        verify=True,
+def client_from_env(environment: dict[str, str], timeout: int = 60) -> docker.DockerClient:
+    """A `docker.DockerClient` for the DOCKER_* variables in `environment`, as the service connects."""
+    from scheduler.providers.docker_engine.client import connect, negotiate
+
+    api = connect(environment, api_version=environment.get("DOCKER_API_VERSION") or None, timeout=timeout)
+    try:
+        negotiate(api)
+    except Exception:
+        api.close()
+        raise
+    return docker_client_on(api)
+
+
+def tls_client(host: str, cert_path: Path, version: str | None = None, timeout: int = 60) -> docker.DockerClient:
+    """A `docker.DockerClient` using `cert_path`'s cert.pem/key.pem, trusting only its ca.pem.
+
+    Built on the local-docker driver's own client (scheduler.providers.docker_engine), so the dev
+    tools verify TLS exactly as the service does (a CA without keyUsage, as Docker's guide makes it,
+    works on Python 3.13 too) and speak the API version negotiated with the engine unless `version`
+    pins one.
+    """
+    from scheduler.providers.docker_engine.client import connect, negotiate
+
+    api = connect(
+        {"DOCKER_HOST": host, "DOCKER_CERT_PATH": str(cert_path), "DOCKER_TLS_VERIFY": "1"},
+        api_version=version,
+        timeout=timeout,
     )
-    # An explicit version: "auto" would query the daemon inside the constructor, before
-    # trust_env can be switched off.
-    client = docker.DockerClient(base_url=host, tls=tls, version=version, timeout=timeout)
-    # Otherwise requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace our CA as `verify`.
-    client.api.trust_env = False
+    try:
+        negotiate(api)
+    except Exception:
+        api.close()
+        raise
+    return docker_client_on(api)
+
+
+def docker_client_on(api: docker.APIClient) -> docker.DockerClient:
+    """A high-level `docker.DockerClient` over an existing low-level client."""
+    # DockerClient.__init__ only builds an APIClient from its arguments; this one is built already.
+    client: docker.DockerClient = docker.DockerClient.__new__(docker.DockerClient)
+    client.api = api
     return client
 
 
 def _server_api_version(host: str, cert_path: Path, timeout: int) -> str:
-    client = tls_client(host, cert_path, docker.constants.MINIMUM_DOCKER_API_VERSION, timeout)
+    client = tls_client(host, cert_path, timeout=timeout)
     try:
-        return str(client.api.version(api_version=False)["ApiVersion"])
+        return str(client.api.api_version)
     finally:
         client.close()
 

@@ -138,19 +138,22 @@ def _local_engine_answers() -> bool:
 
 
 def _ensure_dev_images(environment: dict[str, str]) -> None:
-    import docker
+    from devstack.docker_host import WORKER_IMAGES, client_from_env, ensure_worker_images
 
-    from devstack.docker_host import WORKER_IMAGES, ensure_worker_images
-
-    client = docker.DockerClient(**docker.utils.kwargs_from_env(environment=environment), version="1.41", timeout=60)
-    client.api.trust_env = False  # the CA-bundle variables must not replace the host's own CA
     try:
-        images = ensure_worker_images(client)
+        # The service's own client: the same TLS checks and API version negotiation as the functions.
+        client = client_from_env(environment, timeout=20)
     except Exception as error:  # noqa: BLE001 - an unreachable host is the service's problem to report
-        images = dict(WORKER_IMAGES)
-        _progress(f"could not prepare worker images on the Docker host ({type(error).__name__}); serving anyway")
-    finally:
-        client.close()
+        client = None
+        _progress(f"could not reach the Docker host to prepare worker images ({type(error).__name__}); serving anyway")
+    images = dict(WORKER_IMAGES)
+    if client is not None:
+        try:
+            images = ensure_worker_images(client)
+        except Exception as error:  # noqa: BLE001 - as above
+            _progress(f"could not prepare worker images on the Docker host ({type(error).__name__}); serving anyway")
+        finally:
+            client.close()
     os.environ.setdefault("RENDERER_IMAGE", images["renderer"])
     os.environ.setdefault("ANIM_IMAGE", images["anim"])
     _progress(f"worker images: {images['renderer']}, {images['anim']}")

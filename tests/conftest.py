@@ -44,6 +44,27 @@ def docker_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def docs_style_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A loopback dockerd whose certificates are made exactly as Docker's TLS guide makes them (openssl CLI).
+
+    Its CA has no keyUsage extension, which Python 3.13's default verification refuses.
+    """
+    require_docker()
+    from devstack.docker_host import ensure_worker_images, start_tls_docker_host
+    from tests.support.docs_style_tls import make_docs_style_tls
+
+    state_dir = tmp_path_factory.mktemp("docs-style-docker")
+    # start_tls_docker_host keeps the certificates it finds in <state>/certs as long as they chain.
+    make_docs_style_tls(state_dir / "certs")
+    host = start_tls_docker_host(state_dir)
+    client = host.client()
+    ensure_worker_images(client)
+    client.close()
+    yield host
+    host.stop()
+
+
+@pytest.fixture(scope="session")
 def docker_client(docker_host: object) -> Iterator[object]:
     """A Docker SDK client on the test host, for checking what the service did."""
     client = docker_host.client()  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from scheduler.api.http import HttpRequest, Response, http_endpoint, json_respon
 from scheduler.errors import SchedulerError
 from scheduler.models import LeaseRequest
 from scheduler.observability import emit
-from scheduler.runtime import idempotent_acquire, lease_limits, lease_store, provider_registry
+from scheduler.runtime import idempotent_acquire, lease_limits, lease_store, provider_registry, request_deadline
 
 logger = Logger()
 metrics = Metrics()
@@ -25,7 +25,8 @@ acquire_once = idempotent_acquire(store, providers, limits)
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Parse the LeaseRequest, acquire, answer 201 with the lease and its provider."""
+    """Parse the LeaseRequest, acquire (provider calls end before API Gateway's 30 s), answer 201."""
+    deadline = request_deadline(context)
     lease_request = request.json_body(LeaseRequest)
     lease_id = leases.new_lease_id()
     logger.append_keys(
@@ -35,9 +36,9 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     key = request.header("Idempotency-Key")
     try:
         if key is not None:
-            body = acquire_once(key, lease_request, lease_id, context)
+            body = acquire_once(key, lease_request, lease_id, context, deadline)
         else:
-            lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id)
+            lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id, deadline=deadline)
             body = {"lease": lease.wire(), "provider": lease.provider}
     except SchedulerError as error:
         if error.details and "lease_id" in error.details:  # a lease row was recorded, then failed

@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from scheduler import reconcile
 from scheduler.config import get_settings
 from scheduler.observability import emit, lease_ended
-from scheduler.runtime import lease_limits, lease_store, provider_registry
+from scheduler.runtime import background_deadline, lease_limits, lease_store, provider_registry
 
 logger = Logger()
 metrics = Metrics()
@@ -28,13 +28,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         orphan_grace_seconds=settings.orphan_grace_seconds,
         pending_deadline_seconds=settings.pending_deadline_seconds,
         limits=limits,
+        deadline=background_deadline(context),
     )
     for provider in providers.names:
         emit("OrphanRemoved", MetricUnit.Count, report.orphans_by_provider.get(provider, 0), provider=provider)
         emit("ActiveLeases", MetricUnit.Count, report.live_by_provider.get(provider, 0), provider=provider)
     for lease in report.ended:
         lease_ended(lease)
-        if lease.lease_id in report.ghosts_failed:
+        if lease.lease_id in report.ghosts_failed or lease.lease_id in report.stopped_failed:
             emit("GhostLease", MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="GhostLeases", unit=MetricUnit.Count, value=len(report.ghosts_failed))
     metrics.add_metric(name="StuckPendingFailed", unit=MetricUnit.Count, value=len(report.stuck_pending_failed))
@@ -43,6 +44,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     return {
         "orphans_removed": len(report.orphans_removed),
         "ghosts_failed": len(report.ghosts_failed),
+        "stopped_failed": len(report.stopped_failed),
         "stuck_pending_failed": len(report.stuck_pending_failed),
         "errors": len(report.errors),
     }

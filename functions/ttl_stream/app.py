@@ -4,6 +4,7 @@ The event source mapping's FilterCriteria passes only TTL deletions of live leas
 is repeated here so a misconfigured mapping can never turn a user deletion into a release.
 """
 
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -12,8 +13,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from scheduler import expiry
+from scheduler.deadline import Deadline
 from scheduler.observability import lease_ended
-from scheduler.runtime import lease_store, provider_registry
+from scheduler.runtime import background_deadline, lease_store, provider_registry
 
 logger = Logger()
 metrics = Metrics()
@@ -37,12 +39,12 @@ def is_ttl_deletion_of_live_lease(raw: dict[str, Any]) -> bool:
     )
 
 
-def release_record(record: DynamoDBRecord) -> None:
+def release_record(record: DynamoDBRecord, deadline: Deadline | None = None) -> None:
     """Release one TTL-deleted lease's worker; raising marks the record failed for a retry."""
     raw = record.raw_event
     if not is_ttl_deletion_of_live_lease(raw):
         return
-    lease = expiry.release_ttl_deleted(raw["dynamodb"]["OldImage"], store, providers)
+    lease = expiry.release_ttl_deleted(raw["dynamodb"]["OldImage"], store, providers, deadline=deadline)
     if lease is not None:
         lease_ended(lease)
         logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
@@ -52,4 +54,9 @@ def release_record(record: DynamoDBRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     """Process the batch, reporting failed records so only they are retried."""
-    return process_partial_response(event=event, record_handler=release_record, processor=processor, context=context)
+    return process_partial_response(
+        event=event,
+        record_handler=partial(release_record, deadline=background_deadline(context)),
+        processor=processor,
+        context=context,
+    )

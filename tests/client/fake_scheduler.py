@@ -223,6 +223,7 @@ class FakeScheduler:
             "region": body.get("region"),
             "ttl_seconds": ttl,
             "cost_per_hour": None,
+            "failure_reason": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 

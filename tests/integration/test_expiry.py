@@ -229,8 +229,17 @@ def test_crash_between_provision_and_activation_leaves_nothing_behind(
     from scheduler.models import Lease, LeaseStatus, WorkerKind
 
     store = reconciling_stack.lease_store()
-    now = datetime.now(UTC).replace(microsecond=0)
     lease_id = str(uuid.uuid4())
+    # The container first: until its row exists it is an orphan within its 4 s grace, so the reconciler
+    # (every second, 1 s pending deadline) cannot remove it while run() is still reading it back.
+    docker_client.containers.run(
+        "openalice/renderer:dev",
+        detach=True,
+        network_mode="none",
+        name=f"lease-{lease_id}",
+        labels={"openalice.scheduler/managed": "true", LEASE_LABEL: lease_id, "openalice.scheduler/kind": "renderer"},
+    )
+    now = datetime.now(UTC).replace(microsecond=0)
     store.create_pending(
         Lease(
             lease_id=lease_id,
@@ -242,13 +251,6 @@ def test_crash_between_provision_and_activation_leaves_nothing_behind(
             expires_at=now + timedelta(hours=1),
             ttl_seconds=3600,
         )
-    )
-    docker_client.containers.run(
-        "openalice/renderer:dev",
-        detach=True,
-        network_mode="none",
-        name=f"lease-{lease_id}",
-        labels={"openalice.scheduler/managed": "true", LEASE_LABEL: lease_id, "openalice.scheduler/kind": "renderer"},
     )
 
     wait_for(lambda: not _containers_of(docker_client, lease_id), timeout=15, what="crashed acquire cleaned up")

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import docker  # type: ignore[import-untyped]
 import pytest
 import requests
 
@@ -19,9 +20,8 @@ from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
 from scheduler import leases, reconcile
 from scheduler.config import Settings, get_settings
-from scheduler.errors import ProviderFailed
+from scheduler.errors import NoCapacity
 from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
-from scheduler.providers import local_docker
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
 from tests.support.tables import create_all_tables
@@ -92,16 +92,22 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
     def dead(*_: Any, **__: Any) -> None:
         raise host_down
 
-    # The create reaches the engine; then the host dies: start and every cleanup call fail.
-    with pytest.MonkeyPatch.context() as outage, pytest.raises(ProviderFailed) as raised:
-        outage.setattr(local_docker.docker.APIClient, "start", dead)
-        outage.setattr(local_docker.docker.APIClient, "remove_container", dead)
+    # The create reaches the engine; then the host dies: start and every cleanup call fail. The host
+    # counts as unreachable (503, the next provider would be tried), and as the container it made
+    # could not be removed, the lease stays `pending` for the reconciler.
+    with pytest.MonkeyPatch.context() as outage, pytest.raises(NoCapacity) as raised:
+        outage.setattr(docker.APIClient, "start", dead)
+        outage.setattr(docker.APIClient, "remove_container", dead)
         leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry)
     lease_id = str(raised.value.details["lease_id"])  # type: ignore[index]
+    assert "connection refused" in raised.value.details["providers"]["local-docker"]  # type: ignore[index]
     assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"})
-    assert store.get(lease_id).status == LeaseStatus.FAILED
+    assert store.get(lease_id).status == LeaseStatus.PENDING
 
-    # The host is back: the reconciler finds the half-made container no live lease owns.
-    reconcile.reconcile(store, registry, orphan_grace_seconds=0, pending_deadline_seconds=120)
+    # The host is back: past the pending deadline the reconciler removes the half-made container and
+    # ends the lease, saying why.
+    reconcile.reconcile(store, registry, orphan_grace_seconds=600, pending_deadline_seconds=0)
 
     assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"}) == []
+    ended = store.get(lease_id)
+    assert ended.status == LeaseStatus.FAILED and "PENDING_DEADLINE_SECONDS" in str(ended.failure_reason)

@@ -86,6 +86,7 @@ def test_acquired_lease_has_every_contract_field(stack: RunningStack) -> None:
         "region",
         "ttl_seconds",
         "cost_per_hour",
+        "failure_reason",
     }
     assert lease["created_at"].endswith("Z") and lease["released_at"] is None
 

@@ -79,8 +79,11 @@ PROVIDER_FUNCTIONS = {
     "SweepExpiredFunction",
     "TtlStreamFunction",
     "ReconcileWorkersFunction",
+    "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped
 }
-READ_ONLY_FUNCTIONS = {"GetLeaseFunction", "ListLeasesFunction", "HealthFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction"}
+# Functions that call only the Docker host, never RunPod (whose API quota GET must not spend).
+DOCKER_ONLY_FUNCTIONS = {"GetLeaseFunction"}
 WRITE_ACTIONS = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
 
 
@@ -336,6 +339,20 @@ def test_only_functions_that_call_a_provider_read_provider_credentials(
             assert names <= PROVIDER_SECRETS, f"{function} reads {names - PROVIDER_SECRETS}"
         elif function != "AuthorizerFunction":
             assert not names, f"{function} does not call a provider but reads {names}"
+
+
+def test_get_lease_reads_the_docker_secret_but_never_runpods(resources: dict[str, Any], grants: list[Grant]) -> None:
+    secrets = _secrets_by_function(resources, grants)
+    for function in DOCKER_ONLY_FUNCTIONS:
+        assert secrets[function] == {"DockerTlsSecretArn"}
+
+
+def test_get_lease_writes_only_by_conditional_update(resources: dict[str, Any], grants: list[Grant]) -> None:
+    role = _functions(resources)["GetLeaseFunction"]
+    written = {
+        action for grant in grants if grant.role == role for action in grant.actions if WRITE_ACTIONS.match(action)
+    }
+    assert written == {"dynamodb:UpdateItem"}
 
 
 def test_read_only_functions_cannot_write(resources: dict[str, Any], grants: list[Grant]) -> None:

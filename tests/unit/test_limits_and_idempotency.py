@@ -167,7 +167,9 @@ def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
 
 def idempotent(store: LeaseStore, registry: object, table: str, dynamodb: DynamoDBClient) -> IdempotentAcquire:
     return IdempotentAcquire(
-        lambda request, lease_id: leases.acquire(request, store, registry, lease_id=lease_id),  # type: ignore[arg-type]
+        lambda request, lease_id, deadline: leases.acquire(  # type: ignore[arg-type]
+            request, store, registry, lease_id=lease_id, deadline=deadline
+        ),
         table,
         dynamodb,
         expires_after_seconds=3600,

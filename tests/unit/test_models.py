@@ -35,6 +35,7 @@ CONTRACT_LEASE_FIELDS = {
     "region",
     "ttl_seconds",
     "cost_per_hour",
+    "failure_reason",
 }
 LABELS = ("owner_id", "correlation_id", "region")
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from scheduler.config import Settings
+from scheduler.deadline import Deadline
 from scheduler.errors import ConfigurationError, NoCapacity
 from scheduler.models import Lease, LeaseRequest, WorkerKind
 from scheduler.policy import candidates_for, provision_first_available
@@ -37,16 +38,16 @@ class FakeProvider(Provider):
     def available(self, request: LeaseRequest) -> bool:
         return self._available
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
         self.provisioned.append((lease.lease_id, dict(env)))
         if self._error is not None:
             raise self._error
         return ProvisionedWorker(token=f"{self.name}-worker", endpoint=f"http://127.0.0.1/{self.name}")
 
-    def release(self, lease_id: str, token: str | None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         return None
 
-    def list_managed(self) -> list[ManagedWorker]:
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         return []
 
 

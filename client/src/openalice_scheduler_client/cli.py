@@ -213,6 +213,7 @@ def format_lease(lease: Lease, now: datetime | None = None) -> list[str]:
         ("region", lease.region or "-"),
         ("provider_token", lease.provider_token or "-"),
         ("cost_per_hour", "-" if lease.cost_per_hour is None else f"${lease.cost_per_hour:.4f}"),
+        ("failure_reason", lease.failure_reason or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     return [f"{name.ljust(width)}  {value}" for name, value in fields]

@@ -53,6 +53,7 @@ class Lease:
     region: str | None
     ttl_seconds: int
     cost_per_hour: float | None
+    failure_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -78,6 +79,7 @@ class Lease:
                 region=_optional_str(data.get("region")),
                 ttl_seconds=int(data["ttl_seconds"]),
                 cost_per_hour=None if cost is None else float(cost),
+                failure_reason=_optional_str(data.get("failure_reason")),
                 raw=dict(data),
             )
         except KeyError as missing:

@@ -39,6 +39,8 @@ class Settings:
     docker_network: str = "bridge"
     worker_port: int = 8080
     docker_tls_secret_arn: str | None = None
+    docker_api_version: str | None = None  # None: negotiate with the engine
+    worker_read_check_seconds: int = 5
     sweep_interval_seconds: int = 60
     reconcile_interval_seconds: int = 300
     orphan_grace_seconds: int = 600
@@ -94,6 +96,7 @@ _LIMITS: dict[str, tuple[int, int | None]] = {
     "local_docker_max_leases": (0, None),
     "runpod_max_leases": (0, None),
     "max_leases_per_owner": (0, None),
+    "worker_read_check_seconds": (0, None),
 }
 _LISTS = {"providers", "runpod_gpu_types_entry", "runpod_gpu_types_mid", "runpod_gpu_types_high"}
 
@@ -103,6 +106,13 @@ def _parse(name: str, raw: str) -> object:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     if name == "runpod_api_key":
         return Secret(raw)
+    if name == "docker_api_version":
+        if raw.lower() == "auto":
+            return None
+        parts = raw.split(".")
+        if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+            raise ValueError("must be an Engine API version such as 1.44 (empty or auto: negotiate with the engine)")
+        return raw
     if name in _LIMITS:
         number = int(raw)
         low, high = _LIMITS[name]

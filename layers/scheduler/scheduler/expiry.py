@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.deadline import Deadline, or_never
 from scheduler.models import Lease, utc_now
 from scheduler.providers.base import ProviderRequestFailed
 from scheduler.providers.registry import ProviderRegistry
@@ -34,6 +35,7 @@ def sweep(
     providers: ProviderRegistry,
     clock: Callable[[], datetime] = utc_now,
     limit: int = 200,
+    deadline: Deadline | None = None,
 ) -> SweepReport:
     """Release every live lease past its due time: expired ones, and release claims gone stale.
 
@@ -42,14 +44,17 @@ def sweep(
     sweep, DELETE or stream handler never releases the same worker twice.
     """
     report = SweepReport()
+    deadline = or_never(deadline)
     now = clock()
     for due in list(store.due_leases(now, limit=limit)):
+        if deadline.expired:
+            break  # unclaimed, so the next sweep takes it up at once
         try:
             claim = store.claim_due(due.lease_id, now)
             if claim is None:
                 report.lost_claims += 1
                 continue
-            ended = release_claimed(claim, store, providers, clock)
+            ended = release_claimed(claim, store, providers, clock, deadline)
         except ProviderRequestFailed as error:
             # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
             logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
@@ -76,6 +81,7 @@ def release_ttl_deleted(
     store: LeaseStore,
     providers: ProviderRegistry,
     clock: Callable[[], datetime] = utc_now,
+    deadline: Deadline | None = None,
 ) -> Lease | None:
     """Release the worker of a live lease that DynamoDB's TTL deleted; None if the lease is already handled.
 
@@ -85,4 +91,4 @@ def release_ttl_deleted(
     claim = store.reclaim_ttl_deleted(old_image, clock())
     if claim is None:
         return None
-    return release_claimed(claim, store, providers, clock)
+    return release_claimed(claim, store, providers, clock, deadline)

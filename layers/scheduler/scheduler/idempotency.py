@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from threading import local
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -22,6 +23,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
+from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict
 from scheduler.models import Lease, LeaseRequest
 
@@ -34,7 +36,7 @@ class IdempotentAcquire:
 
     def __init__(
         self,
-        acquire: Callable[[LeaseRequest, str], Lease],
+        acquire: Callable[[LeaseRequest, str, Deadline | None], Lease],
         table_name: str,
         client: Any,
         expires_after_seconds: int,
@@ -42,6 +44,7 @@ class IdempotentAcquire:
     ) -> None:
         self._acquire = acquire
         self._sleep = sleep
+        self._invocation = local()  # the deadline of the call in progress (not part of the idempotency record)
         self.config = IdempotencyConfig(
             event_key_jmespath="key",
             payload_validation_jmespath="body",
@@ -53,25 +56,34 @@ class IdempotentAcquire:
             data_keyword_argument="attempt", persistence_store=persistence, config=self.config
         )(self._acquire_once)
 
-    def __call__(self, key: str, request: LeaseRequest, lease_id: str, lambda_context: Any = None) -> dict[str, Any]:
-        """The response body for this key: made now (as `lease_id`), or replayed from the first request."""
+    def __call__(
+        self,
+        key: str,
+        request: LeaseRequest,
+        lease_id: str,
+        lambda_context: Any = None,
+        deadline: Deadline | None = None,
+    ) -> dict[str, Any]:
+        """The response body for this key: made now (as `lease_id`, within `deadline`), or replayed."""
         if not key or len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
             raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable ASCII characters")
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)
         attempt = {"key": key, "body": request.model_dump(mode="json"), "lease_id": lease_id}
-        deadline = time.monotonic() + _WAIT_SECONDS
+        self._invocation.deadline = deadline
+        wait_until = or_never(deadline).sooner(_WAIT_SECONDS)
         while True:
             try:
                 return dict(self._run(attempt=attempt))
             except IdempotencyValidationError as error:
                 raise LeaseConflict("this Idempotency-Key was already used with a different request body") from error
             except IdempotencyAlreadyInProgressError as error:
-                if time.monotonic() > deadline:
+                if wait_until.expired:
                     raise LeaseConflict("a request with this Idempotency-Key is still in progress") from error
                 self._sleep(0.2)
 
     def _acquire_once(self, attempt: dict[str, Any]) -> dict[str, Any]:
-        lease = self._acquire(LeaseRequest.model_validate(attempt["body"]), attempt["lease_id"])
+        deadline = getattr(self._invocation, "deadline", None)
+        lease = self._acquire(LeaseRequest.model_validate(attempt["body"]), attempt["lease_id"], deadline)
         return {"lease": lease.wire(), "provider": lease.provider}

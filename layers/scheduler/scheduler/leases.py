@@ -9,10 +9,11 @@ from datetime import datetime
 
 from aws_lambda_powertools import Logger
 
+from scheduler.deadline import Deadline
 from scheduler.errors import NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseRequest, LeaseStatus, ListFilter, expiry_after, utc_now
-from scheduler.policy import candidates_for, provision_first_available
+from scheduler.policy import NoCapacityWorkerUnsettled, ProviderRefused, candidates_for, provision_first_available
 from scheduler.providers.base import Provider, ProviderCapacityError, ProviderRequestFailed
 from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
@@ -32,10 +33,13 @@ def acquire(
     limits: LeaseLimits | None = None,
     clock: Clock = utc_now,
     lease_id: str | None = None,
+    deadline: Deadline | None = None,
 ) -> Lease:
     """Record a pending lease, provision a worker on the first provider with capacity, activate it.
 
     `lease_id` lets the caller name the lease up front (so its log lines carry it); default a new UUID.
+    Every provider call ends by `deadline`; a worker whose removal could not be confirmed by then
+    leaves the lease `pending` for the reconciler.
     """
     limits = limits or LeaseLimits()
     candidates = candidates_for(providers.in_order(), request)
@@ -64,29 +68,33 @@ def acquire(
     # it removes after the grace period.
     try:
         provider, worker = provision_first_available(
-            remaining, pending, request.env, before_attempt=slots.hold_for, refusals=refusals
+            remaining, pending, request.env, before_attempt=slots.hold_for, refusals=refusals, deadline=deadline
         )
     except NoCapacity as error:
-        store.fail_pending(pending.lease_id, clock(), slots.held)
+        if isinstance(error, NoCapacityWorkerUnsettled):
+            logger.warning("a worker may exist; the lease stays pending for the reconciler", extra=error.details)
+        else:
+            store.fail_pending(pending.lease_id, clock(), slots.held, reason=_reason(error))
         error.details = {**(error.details or {}), "lease_id": pending.lease_id}
         raise
     except LeaseStateChanged as error:
-        _remove_everywhere(remaining, pending.lease_id)
+        _remove_everywhere(remaining, pending.lease_id, deadline=deadline)
         raise NoCapacity("the lease ended before its worker was ready; try again") from error
     except ProviderRequestFailed as error:
-        _remove_everywhere(remaining, pending.lease_id)
-        store.fail_pending(pending.lease_id, clock(), slots.held)
-        raise ProviderFailed(str(error), details={"lease_id": pending.lease_id}) from error
+        failed_on = error.refusals if isinstance(error, ProviderRefused) else {}
+        if _remove_everywhere(remaining, pending.lease_id, deadline=deadline):
+            store.fail_pending(pending.lease_id, clock(), slots.held, reason=str(error))
+        raise ProviderFailed(str(error), details={"lease_id": pending.lease_id, "providers": failed_on}) from error
     try:
         return store.activate(pending.lease_id, provider.name, worker)
     except BaseException as error:
         # Whatever stopped the write — the sweep or reconciler ended the row, the store went away, a
         # value DynamoDB refuses, a bug — the caller will not get this lease, so its worker must not
         # outlive the answer: removed now, not when the reconciler finds it.
-        _remove_everywhere([provider], pending.lease_id, worker.token)
+        removed = _remove_everywhere([provider], pending.lease_id, worker.token, deadline=deadline)
         if isinstance(error, LeaseStateChanged):
             raise NoCapacity("the lease ended before its worker was ready; try again") from error
-        if not isinstance(error, StoreUnavailable):
+        if removed and not isinstance(error, StoreUnavailable):
             with contextlib.suppress(Exception):  # best effort: else the reconciler ends the pending row
                 store.fail_pending(pending.lease_id, clock(), slots.held)
         if isinstance(error, InvalidNumber):
@@ -150,9 +158,13 @@ def new_lease_id() -> str:
     return str(uuid.uuid4())
 
 
-def get(lease_id: str, store: LeaseStore) -> Lease:
-    """Any lease still within its retention period."""
-    return store.get(lease_id)
+LeaseCheck = Callable[[Lease, Deadline | None], Lease]
+
+
+def get(lease_id: str, store: LeaseStore, check: LeaseCheck | None = None, deadline: Deadline | None = None) -> Lease:
+    """Any lease still within its retention period; `check` may find its worker stopped and end it first."""
+    lease = store.get(lease_id)
+    return check(lease, deadline) if check is not None else lease
 
 
 def list_live(query: ListFilter, store: LeaseStore, clock: Clock = utc_now) -> tuple[list[Lease], str | None]:
@@ -168,12 +180,17 @@ def renew(
 
 
 def release(
-    lease_id: str, owner: str | None, store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now
+    lease_id: str,
+    owner: str | None,
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    clock: Clock = utc_now,
+    deadline: Deadline | None = None,
 ) -> Lease:
     """Claim the lease for its owner, remove its worker, and record the release once it is confirmed."""
     claim: Claim = store.claim_release(lease_id, owner, clock())
     try:
-        return release_claimed(claim, store, providers, clock)
+        return release_claimed(claim, store, providers, clock, deadline)
     except ProviderRequestFailed as error:
         # The claim stays `releasing` with a due time: the next sweep takes it up again.
         raise ProviderFailed(
@@ -182,11 +199,24 @@ def release(
         ) from error
 
 
-def _remove_everywhere(providers: list[Provider], lease_id: str, token: str | None = None) -> None:
+def _reason(error: NoCapacity) -> str:
+    refusals = (error.details or {}).get("providers")
+    if isinstance(refusals, dict) and refusals:
+        return "; ".join(f"{name}: {why}" for name, why in refusals.items())
+    return error.message
+
+
+def _remove_everywhere(
+    providers: list[Provider], lease_id: str, token: str | None = None, deadline: Deadline | None = None
+) -> bool:
+    """Remove the lease's worker on every provider; False if any removal was not confirmed."""
+    removed = True
     for provider in providers:
         try:
-            provider.release(lease_id, token)
+            provider.release(lease_id, token, deadline)
         except Exception as error:  # noqa: BLE001 - cleanup must try every provider; the reconciler backs it up
+            removed = False
             logger.warning(
                 "cleanup after a failed acquire did not finish", extra={"provider": provider.name, "error": str(error)}
             )
+    return removed

@@ -133,6 +133,7 @@ class Lease(BaseModel):
     region: str | None = None
     ttl_seconds: int
     cost_per_hour: float | None = None
+    failure_reason: str | None = None
 
     @field_serializer("created_at", "expires_at", "released_at")
     def _rfc3339(self, value: datetime | None) -> str | None:

@@ -21,6 +21,7 @@ from types import ModuleType
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
+from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import (
     ManagedWorker,
@@ -29,6 +30,7 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    StoppedWorker,
 )
 
 logger = Logger(child=True)
@@ -106,13 +108,13 @@ def provider_span(operation: str, provider: str, attributes: Mapping[str, str]) 
 
 def failure_reason(error: Exception) -> str:
     """The `reason` dimension of ProvisionFailure."""
-    if isinstance(error, ProviderUnreachable):
-        return "unreachable"
-    if isinstance(error, ProviderCapacityError):
-        return "no_capacity"
     text = str(error).lower()
+    if isinstance(error, ProviderCapacityError) and not isinstance(error, ProviderUnreachable):
+        return "no_capacity"
     if "timed out" in text or "timeout" in text:
         return "timeout"
+    if isinstance(error, ProviderUnreachable):
+        return "unreachable"
     return "provider_error"
 
 
@@ -126,12 +128,12 @@ class InstrumentedProvider(Provider):
     def available(self, request: LeaseRequest) -> bool:
         return self._inner.available(request)
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
         kind = lease.kind.value
         started = time.perf_counter()
         try:
             with provider_span("provision", self.name, {"lease_id": lease.lease_id, "kind": kind}):
-                worker = self._inner.provision(lease, env)
+                worker = self._inner.provision(lease, env, deadline)
         except (ProviderCapacityError, ProviderRequestFailed) as error:
             emit("ProvisionFailure", MetricUnit.Count, 1, provider=self.name, kind=kind, reason=failure_reason(error))
             raise
@@ -140,19 +142,27 @@ class InstrumentedProvider(Provider):
             emit("LeaseCostPerHour", MetricUnit.Count, worker.cost_per_hour, provider=self.name, kind=kind)
         return worker
 
-    def release(self, lease_id: str, token: str | None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         started = time.perf_counter()
         try:
             with provider_span("release", self.name, {"lease_id": lease_id}):
-                self._inner.release(lease_id, token)
+                self._inner.release(lease_id, token, deadline)
         except ProviderRequestFailed:
             emit("ReleaseFailure", MetricUnit.Count, 1, provider=self.name)
             raise
         emit("ReleaseLatency", MetricUnit.Milliseconds, _ms_since(started), provider=self.name)
 
-    def list_managed(self) -> list[ManagedWorker]:
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         with provider_span("list_managed", self.name, {}):
-            return self._inner.list_managed()
+            return self._inner.list_managed(deadline)
+
+    def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
+        with provider_span("stopped_workers", self.name, {}):
+            return self._inner.stopped_workers(deadline)
+
+    def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
+        with provider_span("stopped_reason", self.name, {"lease_id": lease_id}):
+            return self._inner.stopped_reason(lease_id, token, deadline)
 
 
 def _ms_since(started: float) -> float:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from aws_lambda_powertools import Logger
 
+from scheduler.deadline import Deadline, or_never
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseStatus, utc_now
 from scheduler.providers.base import ManagedWorker, ProviderRequestFailed
@@ -25,6 +26,7 @@ class ReconcileReport:
 
     orphans_removed: list[str] = field(default_factory=list)
     ghosts_failed: list[str] = field(default_factory=list)
+    stopped_failed: list[str] = field(default_factory=list)
     stuck_pending_failed: list[str] = field(default_factory=list)
     counters_repaired: dict[str, tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -41,8 +43,10 @@ def reconcile(
     pending_deadline_seconds: int,
     limits: LeaseLimits | None = None,
     clock: Callable[[], datetime] = utc_now,
+    deadline: Deadline | None = None,
 ) -> ReconcileReport:
-    """Remove orphans, fail ghosts, and clean up leases stuck in `pending`."""
+    """Remove orphans, fail ghosts and leases whose worker stopped, and clean up leases stuck in `pending`."""
+    deadline = or_never(deadline)
     report = ReconcileReport()
     now = clock()
     listed_at = now
@@ -51,7 +55,7 @@ def reconcile(
     workers: dict[str, list[ManagedWorker]] = {}
     for provider in providers.in_order():
         try:
-            workers[provider.name] = provider.list_managed()
+            workers[provider.name] = provider.list_managed(deadline)
         except ProviderRequestFailed as error:
             report.errors.append(f"{provider.name}: {error}")
             logger.warning("cannot list workers; skipping this provider", extra={"provider": provider.name})
@@ -69,7 +73,7 @@ def reconcile(
             if owned or now - worker.created_at < timedelta(seconds=orphan_grace_seconds):
                 continue
             try:
-                providers.get(provider_name).release(worker.lease_id, worker.token)
+                providers.get(provider_name).release(worker.lease_id, worker.token, deadline)
             except Exception as error:  # noqa: BLE001 - one worker's failure must not stop the pass
                 report.errors.append(f"orphan {worker.token}: {error}")
                 continue
@@ -81,17 +85,30 @@ def reconcile(
             )
 
     pending_deadline = now - timedelta(seconds=pending_deadline_seconds)
+    by_token = {name: {worker.token: worker for worker in listed} for name, listed in workers.items()}
+
+    def fail(lease: Lease, done: list[str], token: str | None, reason: str) -> None:
+        _fail(lease, store, providers, clock, done, report, token=token, reason=reason, deadline=deadline)
+
     for lease in live.values():
         # Only a lease older than the pending deadline had its worker before the listing above;
         # a younger one may have been activated after it, and must not be called a ghost.
         settled = lease.created_at <= listed_at - timedelta(seconds=pending_deadline_seconds)
         try:
-            if lease.status == LeaseStatus.ACTIVE and settled and lease.provider in workers:
-                tokens = {worker.token for worker in workers[lease.provider]}
-                if lease.provider_token not in tokens:
-                    _fail(lease, store, providers, clock, report.ghosts_failed, report, token=lease.provider_token)
+            if lease.status == LeaseStatus.ACTIVE and lease.provider in workers:
+                own = by_token[lease.provider].get(lease.provider_token or "")
+                if own is None and settled:
+                    vanished = f"the worker vanished: {lease.provider} no longer lists it"
+                    fail(lease, report.ghosts_failed, lease.provider_token, vanished)
+                elif own is not None and own.stopped_reason:
+                    # The lease's own worker, listed as stopped: evidence, not absence, so no settling is needed.
+                    fail(lease, report.stopped_failed, own.token, own.stopped_reason)
             elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
-                _fail(lease, store, providers, clock, report.stuck_pending_failed, report, token=None)
+                reason = (
+                    f"the acquire did not finish within {pending_deadline_seconds} s (PENDING_DEADLINE_SECONDS);"
+                    " any worker made for it was removed"
+                )
+                fail(lease, report.stuck_pending_failed, None, reason)
         except Exception as error:  # one lease's failure must not stop the pass; the next pass retries it
             report.errors.append(f"lease {lease.lease_id}: {error}")
             logger.exception("reconciling a lease failed; the next pass retries it", extra={"lease_id": lease.lease_id})
@@ -149,15 +166,19 @@ def _fail(
     report: ReconcileReport,
     *,
     token: str | None,
+    reason: str,
+    deadline: Deadline,
 ) -> None:
-    claim = store.claim_failed(lease.lease_id, clock(), status=lease.status, token=token)
+    claim = store.claim_failed(lease.lease_id, clock(), status=lease.status, token=token, reason=reason)
     if claim is None:
         return  # it changed since we listed it: activated, released or renewed meanwhile
     try:
-        ended = release_claimed(claim, store, providers, clock)
+        ended = release_claimed(claim, store, providers, clock, deadline)
     except ProviderRequestFailed as error:
         report.errors.append(f"lease {lease.lease_id}: {error}")
         return
     done.append(lease.lease_id)
     report.ended.append(ended)
-    logger.warning("lease failed by reconciler", extra={"lease_id": lease.lease_id, "was": lease.status.value})
+    logger.warning(
+        "lease failed by reconciler", extra={"lease_id": lease.lease_id, "was": lease.status.value, "reason": reason}
+    )

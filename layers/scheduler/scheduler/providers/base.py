@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
 
 MANAGED_LABEL = "openalice.scheduler/managed"
@@ -36,6 +37,16 @@ class ManagedWorker:
     lease_id: str
     token: str
     created_at: datetime
+    stopped_reason: str | None = None  # set when the worker no longer runs (exited, dead, stuck restarting)
+
+
+@dataclass(frozen=True)
+class StoppedWorker:
+    """A managed worker that no longer runs, and why (recorded as its lease's failure reason)."""
+
+    lease_id: str
+    token: str
+    reason: str
 
 
 class ProviderCapacityError(Exception):
@@ -43,7 +54,15 @@ class ProviderCapacityError(Exception):
 
 
 class ProviderUnreachable(ProviderCapacityError):
-    """The provider's API cannot be reached at all."""
+    """The provider's API cannot be reached at all (or not within the caller's deadline)."""
+
+
+class WorkerOutcomeUnknown(ProviderUnreachable):
+    """The call failed after the provider may have made the worker, and its removal could not be confirmed.
+
+    The lease stays `pending`: the reconciler removes any worker carrying its lease id once the
+    pending deadline passes, and ends the lease as `failed`.
+    """
 
 
 class ProviderRequestFailed(Exception):
@@ -51,7 +70,11 @@ class ProviderRequestFailed(Exception):
 
 
 class Provider(ABC):
-    """A place that runs workers: create one per lease, remove it, list the ones we manage."""
+    """A place that runs workers: create one per lease, remove it, list the ones we manage.
+
+    Every call that reaches the provider takes the caller's `deadline` (None: no limit) and gives
+    up by then, raising as the method says.
+    """
 
     name: str
 
@@ -60,13 +83,36 @@ class Provider(ABC):
         """Cheap, local check that this provider could serve the request (no network)."""
 
     @abstractmethod
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
-        """Start a worker for the lease, or raise leaving nothing running behind."""
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
+        """Start a worker for the lease, or raise leaving nothing running behind.
+
+        ProviderCapacityError (ProviderUnreachable included): try the next provider.
+        WorkerOutcomeUnknown: as ProviderUnreachable, but a worker may exist; the lease stays pending.
+        ProviderRequestFailed: the provider refused; no other provider is tried.
+        """
 
     @abstractmethod
-    def release(self, lease_id: str, token: str | None) -> None:
-        """Remove the lease's worker and return only once it is confirmed gone; gone already is fine."""
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+        """Remove the lease's worker and return only once it is confirmed gone; gone already is fine.
+
+        ProviderRequestFailed when it cannot be removed or confirmed gone (the caller retries later).
+        """
 
     @abstractmethod
-    def list_managed(self) -> list[ManagedWorker]:
-        """Every worker on this provider that carries our managed marker."""
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
+        """Every worker on this provider that carries our managed marker; ProviderRequestFailed if unlistable."""
+
+    def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
+        """Managed workers that no longer run, from one cheap call (the sweep asks every minute).
+
+        A provider without such a call, or whose API quota must not be spent on it, finds none
+        here: its stopped workers are left to the reconciler.
+        """
+        return []
+
+    def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
+        """Why the worker `token` no longer serves its lease (stopped, or gone), else None.
+
+        None also when the provider cannot tell cheaply. ProviderRequestFailed if it cannot be asked.
+        """
+        return None

@@ -1,12 +1,12 @@
 """The `local-docker` driver: one container per lease on a self-hosted Docker host, over mutual TLS.
 
-This module is the only code that speaks the Docker Engine API.
+This module (with `docker_engine/`, how it connects) is the only code that speaks the Docker Engine API.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -16,13 +16,13 @@ from threading import Lock
 from typing import Any
 from urllib.parse import urlparse
 
-import docker
 import requests
 from aws_lambda_powertools import Logger
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from scheduler.config import Settings
+from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
 from scheduler.providers.base import (
     KIND_LABEL,
@@ -34,19 +34,25 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    StoppedWorker,
+    WorkerOutcomeUnknown,
     worker_name,
 )
+from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
+from scheduler.providers.docker_engine.client import EngineClient, connect, forget_negotiated, negotiate
+from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
+from scheduler.providers.docker_engine.tls import TlsMaterialError
 
 logger = Logger(child=True)
 
 NAME = "local-docker"
-_API_TIMEOUT_SECONDS = 20
-# A fixed API version (Engine 20.10+) instead of "auto": "auto" costs a round trip at every cold
-# start and runs before the client can be told to ignore the CA-bundle variables.
-_DEFAULT_API_VERSION = "1.41"
 _GONE_POLL_SECONDS = 10.0
+# Removing a half-made container needs a round trip or two; with less time left it is the reconciler's.
+_CLEANUP_MIN_SECONDS = 1.0
 _GPU_REFUSALS = ("could not select device driver", "nvidia", "gpu")
 _CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+# Engine states of a container that no longer serves its lease.
+STOPPED_STATES = ("exited", "dead", "restarting")
 
 
 def from_settings(settings: Settings) -> LocalDockerProvider:
@@ -56,38 +62,12 @@ def from_settings(settings: Settings) -> LocalDockerProvider:
     if settings.docker_tls_secret_arn:
         environment.update(_tls_environment_from_secret(settings.docker_tls_secret_arn))
     return LocalDockerProvider(
-        connect=lambda: connect(environment),
+        connect=lambda: connect(environment, api_version=settings.docker_api_version),
         images=images,
         network=settings.docker_network,
         worker_port=settings.worker_port,
         host_address=urlparse(environment.get("DOCKER_HOST", "")).hostname,
     )
-
-
-def connect(environment: Mapping[str, str]) -> docker.APIClient:
-    """An Engine API client for `DOCKER_HOST`, verifying the host against its own CA only."""
-    host = environment.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    cert_path = environment.get("DOCKER_CERT_PATH")
-    tls: docker.tls.TLSConfig | bool = False
-    if cert_path or environment.get("DOCKER_TLS_VERIFY"):
-        # Always verify against the host's own CA: the Docker CLI's "cert path without
-        # DOCKER_TLS_VERIFY means no verification" would hand lease env to any impostor.
-        directory = Path(cert_path or Path.home() / ".docker")
-        tls = docker.tls.TLSConfig(
-            client_cert=(str(directory / "cert.pem"), str(directory / "key.pem")),
-            ca_cert=str(directory / "ca.pem"),
-            verify=True,
-        )
-    client = docker.APIClient(
-        base_url=host,
-        tls=tls,
-        version=environment.get("DOCKER_API_VERSION", _DEFAULT_API_VERSION),
-        timeout=_API_TIMEOUT_SECONDS,
-    )
-    # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE replace the session's `verify` (our private
-    # CA) unless the session ignores the environment; corporate machines set both.
-    client.trust_env = False
-    return client
 
 
 def _tls_environment_from_secret(secret_arn: str) -> dict[str, str]:
@@ -115,14 +95,14 @@ class LocalDockerProvider(Provider):
 
     def __init__(
         self,
-        connect: Callable[[], docker.APIClient],
+        connect: Callable[[], EngineClient],
         images: Mapping[WorkerKind, str],
         network: str,
         worker_port: int,
         host_address: str | None = None,
     ) -> None:
         self._connect = connect
-        self._client: docker.APIClient | None = None
+        self._client: EngineClient | None = None
         self._client_lock = Lock()
         self._images = dict(images)
         self._network = network
@@ -133,96 +113,196 @@ class LocalDockerProvider(Provider):
         """CPU and single-GPU (`entry`) workers only; `mid`/`high` need a GPU cloud."""
         return request.gpu in (GpuClass.NONE, GpuClass.ENTRY) and bool(self._images.get(request.kind))
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
         """Create and start the lease's container; remove it again if the start fails."""
-        client = self._api()
+        deadline = or_never(deadline)
+        client = self._api(deadline)
         name = worker_name(lease.lease_id)
+        image = self._images[lease.kind]
         environment = {**env, "LEASE_ID": lease.lease_id, "LEASE_EXPIRES_AT": format_time(lease.expires_at)}
         host_config: dict[str, Any] = {"network_mode": self._network}
         if lease.gpu == GpuClass.ENTRY:
             host_config["device_requests"] = [DeviceRequest(count=1, capabilities=[["gpu"]])]
-        try:
-            created = client.create_container(
-                image=self._images[lease.kind],
-                name=name,
-                environment=environment,
-                labels={MANAGED_LABEL: "true", LEASE_ID_LABEL: lease.lease_id, KIND_LABEL: lease.kind.value},
-                host_config=client.create_host_config(**host_config),
-                detach=True,
-            )
-        except ImageNotFound as error:
-            raise ProviderRequestFailed(
-                f"worker image {self._images[lease.kind]!r} is not on the Docker host"
-            ) from error
-        except APIError as error:
-            raise ProviderRequestFailed(
-                f"the Docker host refused to create the container: {_explain(error)}"
-            ) from error
-        except _CONNECTION_ERRORS as error:
-            # A create that timed out may still have happened on the engine: remove it by name.
-            self._remove_quietly(name)
-            raise ProviderUnreachable(f"the Docker host cannot be reached: {type(error).__name__}") from error
-        container_id = str(created["Id"])
-        try:
-            client.start(container_id)
-        except (APIError, *_CONNECTION_ERRORS) as error:
-            self._remove_quietly(container_id)
-            explanation = _explain(error) if isinstance(error, APIError) else type(error).__name__
-            if lease.gpu == GpuClass.ENTRY and any(word in explanation.lower() for word in _GPU_REFUSALS):
-                raise ProviderCapacityError(f"no GPU free on the Docker host: {explanation}") from error
-            raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
-        return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id))
-
-    def release(self, lease_id: str, token: str | None) -> None:
-        """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
-        client = self._api_for_cleanup()
-        reference = token or worker_name(lease_id)
-        try:
-            client.remove_container(reference, force=True)
-        except NotFound:
-            return
-        except APIError as error:
-            if error.status_code != 409:  # 409: a removal is already in progress; confirm below
+        with client.within(deadline):
+            try:
+                created = client.create_container(
+                    image=image,
+                    name=name,
+                    environment=environment,
+                    labels={MANAGED_LABEL: "true", LEASE_ID_LABEL: lease.lease_id, KIND_LABEL: lease.kind.value},
+                    host_config=client.create_host_config(**host_config),
+                    detach=True,
+                )
+            except ImageNotFound as error:
                 raise ProviderRequestFailed(
-                    f"the Docker host refused to remove {reference}: {_explain(error)}"
+                    f"image missing: the worker image {image!r} is not on the Docker host at {client.host}"
+                    " (docker pull or docker load it there, or set RENDERER_IMAGE/ANIM_IMAGE)"
                 ) from error
-        except _CONNECTION_ERRORS as error:
-            raise ProviderRequestFailed(f"the Docker host cannot be reached to remove {reference}") from error
-        self._wait_until_gone(client, reference)
+            except APIError as error:
+                self._note_version_refusal(client, error)
+                if is_version_refusal(error):
+                    raise ProviderUnreachable(describe_api_error(error)) from error
+                raise ProviderRequestFailed(
+                    f"the Docker host refused to create the container: {describe_api_error(error)}"
+                ) from error
+            except _CONNECTION_ERRORS as error:
+                # A create that timed out may still have happened on the engine: remove it by name.
+                self._give_up(client, name, deadline, error)
+            container_id = str(created["Id"])
+            try:
+                client.start(container_id)
+            except APIError as error:
+                self._remove_quietly(client, container_id, deadline)
+                explanation = describe_api_error(error)
+                if lease.gpu == GpuClass.ENTRY and any(word in explanation.lower() for word in _GPU_REFUSALS):
+                    raise ProviderCapacityError(f"GPU not available on the Docker host: {explanation}") from error
+                raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
+            except _CONNECTION_ERRORS as error:
+                self._give_up(client, container_id, deadline, error)
+            return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id))
 
-    def list_managed(self) -> list[ManagedWorker]:
-        """Every container carrying our managed label, running or not."""
-        try:
-            containers = self._api_for_cleanup().containers(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
-        except (APIError, *_CONNECTION_ERRORS) as error:
-            raise ProviderRequestFailed("the Docker host cannot list containers") from error
-        return [
-            ManagedWorker(
-                lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
-                token=container["Id"],
-                created_at=datetime.fromtimestamp(int(container["Created"]), UTC),
-            )
-            for container in containers
-        ]
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+        """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        reference = token or worker_name(lease_id)
+        with client.within(deadline):
+            try:
+                client.remove_container(reference, force=True)
+            except NotFound:
+                return
+            except APIError as error:
+                if error.status_code != 409:  # 409: a removal is already in progress; confirm below
+                    raise ProviderRequestFailed(
+                        f"the Docker host refused to remove {reference}: {describe_api_error(error)}"
+                    ) from error
+            except _CONNECTION_ERRORS as error:
+                raise ProviderRequestFailed(f"cannot remove {reference}: {self._describe(client, error)}") from error
+            self._wait_until_gone(client, reference, deadline)
 
-    def _api(self) -> docker.APIClient:
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
+        """Every container carrying our managed label, running or not (stopped ones with the reason)."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        containers = self._containers(client, deadline, {"label": f"{MANAGED_LABEL}=true"})
+        with client.within(deadline):
+            return [
+                ManagedWorker(
+                    lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
+                    token=container["Id"],
+                    created_at=datetime.fromtimestamp(int(container["Created"]), UTC),
+                    stopped_reason=self._reason_for(client, container) if _is_stopped(container) else None,
+                )
+                for container in containers
+            ]
+
+    def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
+        """Managed containers that exited, died or are stuck restarting: one filtered listing."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        containers = self._containers(
+            client, deadline, {"label": f"{MANAGED_LABEL}=true", "status": list(STOPPED_STATES)}
+        )
+        with client.within(deadline):
+            return [
+                StoppedWorker(
+                    lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
+                    token=container["Id"],
+                    reason=self._reason_for(client, container),
+                )
+                for container in containers
+            ]
+
+    def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
+        """One inspect: why the container no longer serves (stopped or gone), or None while it runs."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        with client.within(deadline):
+            try:
+                state = client.inspect_container(token)["State"]
+            except NotFound:
+                return "the worker container no longer exists on the Docker host (removed behind the service's back)"
+            except (APIError, *_CONNECTION_ERRORS) as error:
+                raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
+        return reason_from_state(state)
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _api(self, deadline: Deadline) -> EngineClient:
+        """The engine client, its API version negotiated (one /version per cold start and host)."""
         with self._client_lock:
             if self._client is None:
                 try:
                     self._client = self._connect()
-                except (DockerException, *_CONNECTION_ERRORS) as error:
-                    raise ProviderUnreachable(f"the Docker host cannot be reached: {error}") from error
-            return self._client
+                except (TlsMaterialError, DockerException) as error:
+                    raise ProviderUnreachable(f"the Docker host cannot be reached: {describe(error, '')}") from error
+            client = self._client
+        if not client.version_settled:
+            with client.within(deadline):
+                try:
+                    version = negotiate(client)
+                except (ApiVersionMismatch, APIError, *_CONNECTION_ERRORS) as error:
+                    raise self._unreachable(client, error) from error
+            logger.info("Docker Engine API version chosen", extra={"host": client.host, "api_version": version})
+        return client
 
-    def _api_for_cleanup(self) -> docker.APIClient:
+    def _api_for_cleanup(self, deadline: Deadline) -> EngineClient:
         # Release and listing never fall over to another provider: an unusable host is a failed
         # call the sweep or reconciler retries, not a capacity problem.
         try:
-            return self._api()
+            return self._api(deadline)
         except ProviderUnreachable as error:
             raise ProviderRequestFailed(str(error)) from error
 
-    def _endpoint(self, client: docker.APIClient, container_id: str) -> str | None:
+    def _containers(self, client: EngineClient, deadline: Deadline, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        with client.within(deadline):
+            try:
+                return list(client.containers(all=True, filters=filters))
+            except (APIError, *_CONNECTION_ERRORS) as error:
+                if isinstance(error, APIError):
+                    self._note_version_refusal(client, error)
+                raise ProviderRequestFailed(
+                    f"the Docker host cannot list containers: {self._describe(client, error)}"
+                ) from error
+
+    def _reason_for(self, client: EngineClient, container: Mapping[str, Any]) -> str:
+        """The stop reason from an inspect (exit code, OOM kill, time), else from the listing's summary."""
+        try:
+            reason = reason_from_state(client.inspect_container(container["Id"])["State"])
+        except NotFound:
+            return "the worker container no longer exists on the Docker host (removed behind the service's back)"
+        except (APIError, *_CONNECTION_ERRORS):
+            reason = None
+        return reason or f"the worker container is {container.get('State', 'stopped')}: {container.get('Status', '')}"
+
+    def _give_up(self, client: EngineClient, reference: str, deadline: Deadline, error: Exception) -> None:
+        """After a lost create/start: remove what may have been made, or leave it to the reconciler."""
+        description = self._describe(client, error)
+        if not self._remove_quietly(client, reference, deadline):
+            raise WorkerOutcomeUnknown(
+                f"{description}; a container may have been made and is left to the reconciler"
+            ) from error
+        raise ProviderUnreachable(description) from error
+
+    def _remove_quietly(self, client: EngineClient, reference: str, deadline: Deadline) -> bool:
+        """Remove a half-made container; False when that could not be confirmed (too little time left, or an error)."""
+        if deadline.remaining() < _CLEANUP_MIN_SECONDS:
+            logger.warning("no time left to remove a half-made container", extra={"container": reference})
+            return False
+        try:
+            client.remove_container(reference, force=True)
+        except NotFound:
+            return True
+        except (DockerException, *_CONNECTION_ERRORS) as error:
+            # Left for the reconciler, which finds it by its managed label.
+            logger.warning(
+                "could not remove a half-made container",
+                extra={"container": reference, "error": self._describe(client, error)},
+            )
+            return False
+        return True
+
+    def _endpoint(self, client: EngineClient, container_id: str) -> str | None:
         if self._network == "none":
             return None
         if self._network == "host":
@@ -234,17 +314,8 @@ class LocalDockerProvider(Provider):
             address = None
         return f"http://{address}:{self._worker_port}" if address else None
 
-    def _remove_quietly(self, reference: str) -> None:
-        try:
-            self._api().remove_container(reference, force=True)
-        except (DockerException, *_CONNECTION_ERRORS) as error:
-            # Left for the reconciler, which finds it by its managed label.
-            logger.warning(
-                "could not remove a half-made container", extra={"container": reference, "error": str(error)}
-            )
-
-    def _wait_until_gone(self, client: docker.APIClient, reference: str) -> None:
-        deadline = time.monotonic() + _GONE_POLL_SECONDS
+    def _wait_until_gone(self, client: EngineClient, reference: str, deadline: Deadline) -> None:
+        give_up_at = deadline.sooner(_GONE_POLL_SECONDS)
         delay = 0.05
         while True:
             try:
@@ -252,14 +323,63 @@ class LocalDockerProvider(Provider):
             except NotFound:
                 return
             except (APIError, *_CONNECTION_ERRORS) as error:
-                raise ProviderRequestFailed(f"could not confirm {reference} is gone") from error
-            if time.monotonic() > deadline:
+                raise ProviderRequestFailed(
+                    f"could not confirm {reference} is gone: {self._describe(client, error)}"
+                ) from error
+            if give_up_at.expired:
                 raise ProviderRequestFailed(f"container {reference} is still present after removal")
-            time.sleep(delay)
+            time.sleep(min(delay, give_up_at.remaining()))
             delay = min(delay * 2, 1.0)
 
+    def _unreachable(self, client: EngineClient, error: Exception) -> ProviderUnreachable:
+        return ProviderUnreachable(self._describe(client, error))
 
-def _explain(error: Exception) -> str:
-    if isinstance(error, APIError):
-        return str(error.explanation or error)
-    return json.dumps(str(error))
+    def _describe(self, client: EngineClient, error: BaseException) -> str:
+        description = describe(error, client.host, client.cert_dir)
+        logger.warning(
+            "Docker host call failed",
+            extra={"host": client.host, "problem": description, "timeout": is_timeout(error)},
+        )
+        return description
+
+    def _note_version_refusal(self, client: EngineClient, error: APIError) -> None:
+        # The engine was replaced by one with another API range (e.g. upgraded to Engine 29 while this
+        # environment stayed warm): negotiate again on the next call.
+        if is_version_refusal(error) and client.version_settled and not client.version_pinned:
+            forget_negotiated(client.host)
+            client.version_settled = False
+
+
+def _is_stopped(container: Mapping[str, Any]) -> bool:
+    return str(container.get("State", "")).lower() in STOPPED_STATES
+
+
+def reason_from_state(state: Mapping[str, Any]) -> str | None:
+    """Why a container in this inspect `State` no longer serves its lease; None while it runs (or starts)."""
+    status = str(state.get("Status", "")).lower()
+    code = state.get("ExitCode")
+    if status == "exited":
+        return f"the worker container exited with code {code}{_how_it_ended(state)} at {_time(state.get('FinishedAt'))}"
+    if status == "dead":
+        error = state.get("Error")
+        return "the worker container is dead (the engine could not stop or remove it)" + (f": {error}" if error else "")
+    if status == "restarting" or state.get("Restarting"):
+        return f"the worker container is stuck restarting (last exit code {code}{_how_it_ended(state)})"
+    return None
+
+
+def _how_it_ended(state: Mapping[str, Any]) -> str:
+    if state.get("OOMKilled"):
+        return ", killed by the kernel's OOM killer"
+    code = state.get("ExitCode")
+    if isinstance(code, int) and 128 < code < 128 + 65:
+        try:
+            return f", {signal.Signals(code - 128).name}"
+        except ValueError:
+            return f", signal {code - 128}"
+    return ""
+
+
+def _time(value: object) -> str:
+    text = str(value or "")
+    return text[:19] + "Z" if len(text) >= 19 and not text.startswith("0001") else "an unknown time"

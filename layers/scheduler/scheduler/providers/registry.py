@@ -16,6 +16,10 @@ _DRIVERS: dict[str, str] = {
     "runpod": "scheduler.providers.runpod",
 }
 
+# Providers whose worker GET /v1/lease/{id} may check: one cheap call, no API quota spent (RunPod's
+# API allows 60 requests a minute per account, so its stopped pods are left to the reconciler).
+CHECKED_ON_READ = frozenset({"local-docker"})
+
 ProviderFactory = Callable[[Settings], Provider]
 
 

@@ -21,6 +21,7 @@ from aws_lambda_powertools import Logger
 
 from scheduler import SERVICE_NAME
 from scheduler.config import Settings
+from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
 from scheduler.providers.base import (
     WORKER_NAME_PREFIX,
@@ -130,8 +131,10 @@ class RunPodApi:
         self._session = session or requests.Session()
         self._session.headers.update({"User-Agent": USER_AGENT, "Accept": "application/json"})
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> RunPodResponse:
-        """One request; raises _Transient for 429/5xx/timeouts/connection failures."""
+    def call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, until: float | None = None
+    ) -> RunPodResponse:
+        """One request, ending by monotonic time `until` if given; _Transient for 429/5xx/timeouts/connection errors."""
         key = self._api_key()
         if not key:
             raise ProviderUnreachable("no RunPod API key is configured")
@@ -141,7 +144,7 @@ class RunPodApi:
                 f"{self._base}{path}",
                 json=body,
                 headers={"Authorization": f"Bearer {key}"},
-                timeout=_TIMEOUT,
+                timeout=_TIMEOUT if until is None else _bounded_timeout(until),
             )
         except (requests.Timeout, requests.ConnectionError) as error:
             raise _Transient(f"{method} {path}: {type(error).__name__}") from error
@@ -154,6 +157,11 @@ class RunPodApi:
         if response.status_code == 429 or response.status_code >= 500:
             raise _Transient(f"{method} {path}: HTTP {response.status_code} {result.detail}", retry_after)
         return result
+
+
+def _bounded_timeout(until: float) -> tuple[float, float]:
+    left = max(0.05, until - time.monotonic())
+    return min(_TIMEOUT[0], left), min(_TIMEOUT[1], left)
 
 
 def _seconds(value: str | None) -> float | None:
@@ -190,19 +198,23 @@ class RunPodProvider(Provider):
         """GPU leases of a kind with a template, a class with GPU types, and an API key."""
         return self._configured and bool(self._templates.get(request.kind)) and bool(self._gpu_types.get(request.gpu))
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
-        """Create the pod on the first GPU type RunPod can place, per RunPod's retry table."""
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
+        """Create the pod on the first GPU type RunPod can place, per RunPod's retry table, within `deadline`."""
         name = worker_name(lease.lease_id)
         body_without_gpu = {
             "name": name,
             "templateId": self._templates[lease.kind],
             "env": {**env, "LEASE_ID": lease.lease_id, "LEASE_EXPIRES_AT": format_time(lease.expires_at)},
         }
-        deadline = time.monotonic() + self._retry.total_seconds
+        retry_until = min(time.monotonic() + self._retry.total_seconds, or_never(deadline).at)
         refusals: list[str] = []
         for gpu_id in self._gpu_types.get(lease.gpu, ()):
+            if time.monotonic() >= retry_until:
+                raise ProviderUnreachable(
+                    f"RunPod: no time left to try {gpu_id} ({' | '.join(refusals) or 'none tried'})"
+                )
             body = {**body_without_gpu, "gpu": {"id": gpu_id, "count": 1}}
-            answer = self._create_one(name, body, deadline)
+            answer = self._create_one(name, body, retry_until)
             if isinstance(answer, ProvisionedWorker):
                 return answer
             refusals.append(f"{gpu_id}: {answer}")
@@ -213,7 +225,7 @@ class RunPodProvider(Provider):
         attempt = 0
         while True:
             try:
-                response = self._api.call("POST", "/v2/pods", body)
+                response = self._api.call("POST", "/v2/pods", body, until=deadline)
             except _Transient as error:
                 # The create may have happened anyway: adopt that pod rather than make a second.
                 existing = self._find_by_name(name)
@@ -243,7 +255,7 @@ class RunPodProvider(Provider):
                 raise ProviderRequestFailed(f"RunPod does not know the template {body.get('templateId')!r}")
             raise ProviderRequestFailed(f"RunPod answered HTTP {status}: {response.detail}")
 
-    def release(self, lease_id: str, token: str | None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         """Terminate the pod (all pods of the lease when no token) and confirm it is gone."""
         tokens = [token] if token else [pod["id"] for pod in self._pods_named(worker_name(lease_id))]
         for pod_id in tokens:
@@ -254,7 +266,7 @@ class RunPodProvider(Provider):
                 )
             self._confirm_gone(pod_id)
 
-    def list_managed(self) -> list[ManagedWorker]:
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         """Every live pod named `lease-*`."""
         if not self._configured:
             return []

@@ -85,4 +85,5 @@ def lease_from_item(item: Item) -> Lease:
         region=text("region"),
         ttl_seconds=int(item["ttl_seconds"]["N"]),
         cost_per_hour=float(cost) if cost else None,
+        failure_reason=text("failure_reason"),
     )

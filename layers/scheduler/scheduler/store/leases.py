@@ -34,6 +34,7 @@ from scheduler.store.items import Item, epoch, lease_from_item, number_attr, str
 from scheduler.store.retries import RETRYABLE_CODES, Backoff, retryable_cancellation
 
 LIVE_INDEX = "live-by-due"
+MAX_FAILURE_REASON_CHARS = 1000
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600
 
@@ -198,12 +199,18 @@ class LeaseStore:
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
 
-    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = ()) -> None:
-        """End a `pending` lease as `failed` (provision failed and its worker was cleaned up)."""
+    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> None:
+        """End a `pending` lease as `failed` (provision failed and its worker was cleaned up), recording why."""
         # A lost condition means someone else (sweep, reconciler) already ended it.
         with contextlib.suppress(LeaseStateChanged):
             self._finish(
-                lease_id, now, LeaseStatus.FAILED, "#status = :expected", {":expected": string_attr("pending")}, held
+                lease_id,
+                now,
+                LeaseStatus.FAILED,
+                "#status = :expected",
+                {":expected": string_attr("pending")},
+                held,
+                reason=reason,
             )
 
     # --- reads ---------------------------------------------------------------------------------
@@ -320,15 +327,17 @@ class LeaseStore:
         except self._errors.ConditionalCheckFailedException:
             return None
 
-    def claim_failed(self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None) -> Claim | None:
-        """Claim a lease the reconciler found broken (ghost `active`, or `pending` past its deadline)."""
+    def claim_failed(
+        self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None, reason: str | None = None
+    ) -> Claim | None:
+        """Claim a lease found broken (its worker gone or stopped, or `pending` past its deadline), recording why."""
         condition = "#status = :expected"
         values: dict[str, Any] = {":expected": string_attr(status.value)}
         if token is not None:
             condition += " AND provider_token = :token"
             values[":token"] = string_attr(token)
         try:
-            return self._claim(lease_id, now, LeaseStatus.FAILED, condition, values, fresh_outcome=True)
+            return self._claim(lease_id, now, LeaseStatus.FAILED, condition, values, fresh_outcome=True, reason=reason)
         except self._errors.ConditionalCheckFailedException:
             return None
 
@@ -526,9 +535,11 @@ class LeaseStore:
         values: dict[str, Any],
         *,
         fresh_outcome: bool,
+        reason: str | None = None,
     ) -> Claim:
         claim_id = uuid.uuid4().hex
         outcome_expr = ":outcome" if fresh_outcome else "if_not_exists(release_outcome, :outcome)"
+        reason_values = {":reason": string_attr(_reason_text(reason))} if reason else {}
         try:
             response = self._call(
                 "UpdateItem",
@@ -536,7 +547,7 @@ class LeaseStore:
                 Key={"lease_id": string_attr(lease_id)},
                 UpdateExpression=(
                     f"SET #status = :releasing_new, claim_id = :claim, release_outcome = {outcome_expr},"
-                    " due_at = :claim_due, #ttl = :claim_ttl"
+                    " due_at = :claim_due, #ttl = :claim_ttl" + (", failure_reason = :reason" if reason else "")
                 ),
                 ConditionExpression=f"attribute_exists(lease_id) AND {condition}",
                 ExpressionAttributeNames={"#status": "status", "#ttl": "ttl"},
@@ -549,6 +560,7 @@ class LeaseStore:
                     ":outcome": string_attr(outcome.value),
                     ":claim_due": number_attr(epoch(now) + self._claim_seconds),
                     ":claim_ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
+                    **reason_values,
                 },
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -569,14 +581,18 @@ class LeaseStore:
         condition: str,
         values: dict[str, Any],
         held: tuple[str, ...] = (),
+        reason: str | None = None,
     ) -> Lease | None:
         """End a lease; with held counters the same transaction gives their slots back (then None)."""
+        if reason:
+            values = {**values, ":reason": string_attr(_reason_text(reason))}
         update: dict[str, Any] = {
             "TableName": self.table_name,
             "Key": {"lease_id": string_attr(lease_id)},
             "UpdateExpression": (
                 "SET #status = :final, released_epoch = :now, #ttl = :retain"
-                " REMOVE live_shard, due_at, claim_id, release_outcome, held_counters"
+                + (", failure_reason = :reason" if reason else "")
+                + " REMOVE live_shard, due_at, claim_id, release_outcome, held_counters"
             ),
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#status": "status", "#ttl": "ttl"},
@@ -737,6 +753,11 @@ class LeaseStore:
             self.reads.capacity_units += float(response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
         self.reads.by_operation[operation] = self.reads.by_operation.get(operation, 0) + 1
         return response
+
+
+def _reason_text(reason: str) -> str:
+    """A failure reason as stored: bounded, so a provider's long error text cannot bloat the item."""
+    return reason if len(reason) <= MAX_FAILURE_REASON_CHARS else reason[: MAX_FAILURE_REASON_CHARS - 1] + "…"
 
 
 def _owner_condition(owner: str | None) -> tuple[dict[str, Any], str]:

@@ -1,0 +1,174 @@
+"""Leases whose worker stopped behind the service's back (killed, crashed, OOM, an engine restart).
+
+Such a lease is ended `failed` with the reason recorded, its worker removed and its cap and quota
+slots given back — by whichever sees it first:
+
+- the scheduled sweep (every minute when deployed): one cheap call per provider that offers one
+  (`Provider.stopped_workers`: for a Docker host, one filtered container listing);
+- a read of the lease (`GET /v1/lease/{id}`), for providers that can be asked about one worker
+  without spending an API quota (local-docker), at most every few seconds per lease;
+- the reconciler, from its full listing (`reconcile.py`).
+
+A stopped worker is positive evidence (the engine reports the lease's own container as exited),
+so no settling delay applies; every end is a conditional claim on `active` with the lease's own
+worker token, so a racing release, renewal or second checker never double-ends a lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from aws_lambda_powertools import Logger
+
+from scheduler.deadline import Deadline, or_never
+from scheduler.models import Lease, LeaseStatus, is_lease_id, utc_now
+from scheduler.providers.base import ProviderRequestFailed
+from scheduler.providers.registry import ProviderRegistry
+from scheduler.store import LeaseStore
+from scheduler.workers import release_claimed
+
+logger = Logger(child=True)
+
+Clock = Callable[[], datetime]
+
+
+@dataclass
+class StoppedReport:
+    """What one pass over the providers' stopped workers did."""
+
+    ended: list[Lease] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def fail_stopped_workers(
+    store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now, deadline: Deadline | None = None
+) -> StoppedReport:
+    """End every active lease whose worker a provider reports stopped (one cheap call per provider)."""
+    deadline = or_never(deadline)
+    report = StoppedReport()
+    for provider in providers.in_order():
+        if deadline.expired:
+            break
+        try:
+            stopped = provider.stopped_workers(deadline)
+        except ProviderRequestFailed as error:
+            report.errors.append(f"{provider.name}: {error}")
+            logger.warning("cannot list stopped workers", extra={"provider": provider.name, "error": str(error)})
+            continue
+        for worker in stopped:
+            if not is_lease_id(worker.lease_id) or deadline.expired:
+                continue
+            ended = end_lease_of_stopped_worker(
+                worker.lease_id, worker.token, worker.reason, store, providers, clock, deadline
+            )
+            if ended is not None:
+                report.ended.append(ended)
+    return report
+
+
+def end_lease_of_stopped_worker(
+    lease_id: str,
+    token: str,
+    reason: str,
+    store: LeaseStore,
+    providers: ProviderRegistry,
+    clock: Clock = utc_now,
+    deadline: Deadline | None = None,
+) -> Lease | None:
+    """Claim the lease as failed (only if still `active` on this worker), remove the worker, record the end.
+
+    None when the lease is not active on this worker (ended, released meanwhile, or an orphan the
+    reconciler handles). If the worker cannot be removed now, the lease stays `releasing` and the
+    sweep finishes it.
+    """
+    claim = store.claim_failed(lease_id, clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason)
+    if claim is None:
+        return None
+    logger.warning(
+        "lease failed: its worker stopped",
+        extra={"lease_id": lease_id, "provider": claim.lease.provider, "reason": reason},
+    )
+    try:
+        return release_claimed(claim, store, providers, clock, deadline)
+    except ProviderRequestFailed as error:
+        logger.warning("the stopped worker could not be removed yet; the sweep retries", extra={"error": str(error)})
+        return store.get(lease_id)
+
+
+class ReadCheck:
+    """On a read of an active lease, ask its provider whether the worker still runs.
+
+    Only for providers in `checked` (a cheap call, no API quota), at most once every
+    `interval_seconds` per lease in this execution environment, within `budget_seconds`. After a
+    failed check the provider is left alone for `quiet_seconds`, so an unreachable host does not
+    slow every read down.
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        providers: ProviderRegistry,
+        *,
+        checked: frozenset[str],
+        interval_seconds: float,
+        budget_seconds: float = 2.0,
+        quiet_seconds: float = 30.0,
+        clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+        remember: int = 10_000,
+        on_end: Callable[[Lease], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._providers = providers
+        self._checked = checked & set(providers.names)
+        self._interval = interval_seconds
+        self._budget = budget_seconds
+        self._quiet = quiet_seconds
+        self._clock = clock
+        self._monotonic = monotonic
+        self._remember = remember
+        self._last_checked: dict[str, float] = {}
+        self._quiet_until: dict[str, float] = {}
+        self._on_end = on_end
+
+    def __call__(self, lease: Lease, deadline: Deadline | None = None) -> Lease:
+        """The lease as read, or as ended now when its worker turned out to have stopped."""
+        if not self._due(lease):
+            return lease
+        assert lease.provider_token is not None  # noqa: S101 - _due checked it  # nosec B101
+        deadline = or_never(deadline).sooner(self._budget)
+        provider = self._providers.get(lease.provider)  # the driver loads only here, on first need
+        try:
+            reason = provider.stopped_reason(lease.lease_id, lease.provider_token, deadline)
+        except ProviderRequestFailed as error:
+            self._quiet_until[lease.provider] = self._monotonic() + self._quiet
+            logger.warning("worker check on read failed", extra={"provider": lease.provider, "error": str(error)})
+            return lease
+        if reason is None:
+            return lease
+        ended = end_lease_of_stopped_worker(
+            lease.lease_id, lease.provider_token, reason, self._store, self._providers, self._clock, deadline
+        )
+        if ended is None:
+            return self._store.get(lease.lease_id)
+        if self._on_end is not None:
+            self._on_end(ended)
+        return ended
+
+    def _due(self, lease: Lease) -> bool:
+        if lease.status != LeaseStatus.ACTIVE or lease.provider not in self._checked or not lease.provider_token:
+            return False
+        now = self._monotonic()
+        if self._quiet_until.get(lease.provider, 0.0) > now:
+            return False
+        last = self._last_checked.get(lease.lease_id)
+        if last is not None and now - last < self._interval:
+            return False
+        if len(self._last_checked) >= self._remember:
+            horizon = now - self._interval
+            self._last_checked = {key: when for key, when in self._last_checked.items() if when > horizon}
+        self._last_checked[lease.lease_id] = now
+        return True
