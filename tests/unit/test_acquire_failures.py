@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from scheduler import leases
+from scheduler.deadline import Deadline
 from scheduler.errors import ProviderFailed
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseRequest, LeaseStatus, WorkerKind
@@ -25,8 +26,8 @@ class PricedProvider(CountingProvider):
         super().__init__()
         self.price = price
 
-    def provision(self, lease: Lease, env: Mapping[str, str]) -> ProvisionedWorker:
-        worker = super().provision(lease, env)
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
+        worker = super().provision(lease, env, deadline)
         return ProvisionedWorker(token=worker.token, endpoint=worker.endpoint, cost_per_hour=self.price)
 
 

@@ -61,6 +61,7 @@ def test_sweep_check_removes_the_stopped_worker(store: LeaseStore, leases: Lease
     assert provider.workers == {}
 
 
+@pytest.mark.moto_only("caps and quotas use TransactWriteItems, which dynalite lacks")
 def test_sweep_check_gives_the_cap_and_quota_slots_back(limited_store: LeaseStore) -> None:
     provider = CountingProvider()
     registry = registry_of(provider)
