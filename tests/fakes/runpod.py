@@ -1,33 +1,64 @@
 """A local fake of RunPod's REST API v2 for pods, following RunPod's OpenAPI description.
 
-Tests only: nothing under `layers/` or `functions/` may import this module. Stdlib only.
+Tests only: nothing under `layers/` or `functions/` may import this module. Stdlib only. The catalog and
+placement (`runpod_catalog`), the request quota (`runpod_quota`) and pod logs (`runpod_logs`) live beside it.
 
 Speaks, on loopback only:
 
 - `POST /v2/pods` (createPod) → 201 Pod; `GET /v2/pods` (listPods) → 200 `{"pods": [...]}`;
   `GET /v2/pods/{id}` (getPod) → 200 Pod or 404; `DELETE /v2/pods/{id}` (deletePod) → 204 or 404.
+- `GET /v2/pods/{id}/logs` (getPodLogs) → 200 `text/event-stream`: `id: <ts>/<seq>` + `data: {"ts", "source",
+  "line"}` per line; `source` (container|system), `tail` (default 100, 0–5000), `since` (RFC 3339, inclusive)
+  and the `Last-Event-ID` header (an event id: strictly after it; a bare RFC 3339 time: like `since`) choose
+  the backfill; the stream then stays open with new lines until the client leaves, the pod is deleted or
+  `logs_stream_seconds` pass. 404 for an unknown or deleted pod; a bad parameter → 422.
+- `GET /v2/catalog/gpus[/{id}]` (listGpuTypes, getGpuType) → GpuType objects: prices from `gpu_prices`
+  (`price.secure`) and `community_gpu_prices` (`price.community`, default the secure one); with
+  `include=AVAILABILITY&product=POD` also `availability`, `dataCenters` and `cudaVersions` from
+  `data_centers`. `GET /v2/catalog/datacenters[/{id}]` (listDataCenters, getDataCenter) → DataCenter
+  objects with the `regions`/`networkVolumeTypes`/`compliance`/`globalNetwork` filters and
+  `include=GPU_AVAILABILITY,CPU_AVAILABILITY`. Parameters as the description defines them: a malformed
+  value → 422, a rule (`product` without `include=AVAILABILITY`, ...) → 400; unknown id → 404.
 - Every error is `application/problem+json` `{title, status, detail[, errors]}`; unknown paths → 404,
   a method the path does not have → 405 with `Allow`; paths and methods RunPod has but this fake does
-  not implement (PATCH a pod, templates, catalog, …) → 501.
+  not implement (PATCH a pod, templates, CPU catalog, …) → 501.
 - Cloudflare in front: no `User-Agent` → 403 `text/plain` `error code: 1010`, before anything else.
 - Bearer auth: `Authorization: Bearer <api_key>` or 401 (`missing bearer token` / `invalid bearer
-  token`). Authenticated answers carry `RateLimit` and `RateLimit-Policy` headers.
+  token`). Authenticated answers carry `RateLimit-Policy` (the `rate_limit_policy` switch, default RunPod's
+  60/min, 3,000/h, 50,000/day) and `RateLimit` (remaining `r`, seconds to reset `t`, per window) counted
+  per API key over every authenticated request. With `enforce_quota`, a request over any window's quota is
+  not served: 429 `rate limit exceeded for the <window> window` with `Retry-After` (the longest reset of the
+  windows used up); refused requests do not use quota. Windows are fixed and start again on a reset and
+  whenever the quota switches change.
 - Validation as RunPod does it: 422 `Request validation failed.` with `errors` naming each violation of
   the CreatePodRequest schema (`$: additional properties 'bogus' not allowed`, `$.gpu.count: minimum:
   got 0, want 1`, …); cross-field rules (exactly one of gpu/cpu, …) → 400; unknown templateId → 404.
+
+Pods. A pod is created PROVISIONING and moves to STARTING, then RUNNING (`runtime` null until then, then
+`runtime.ports` maps each port, `startedAt` set). By default reads move it (`running_after_gets`); with
+`provisioning_seconds`/`starting_seconds` time does, whoever looks. Some pods never run: `fail_boot_*`
+pods end in ERROR (when they would have run, or `fail_boot_after_seconds` after create), `stuck_starting_*`
+pods stay STARTING. A pod bills (`cost`: catalog price × GPU count × `cost_markup`) in every status but
+EXITED and TERMINATED. `dataCenterIds` restricts placement to the requested data centers that stock the GPU
+type (`data_centers`), else 400 with RunPod's capacity detail. Each transition writes `system` log lines;
+tests add `container` lines.
 
 Failure switches live in `FakeConfig` (see its fields). Set them from Python (`fake.configure(...)`,
 or `fake.config.<field> = ...`) or over HTTP, so a separately running fake can be driven too:
 
 - `POST /_fake/config` with a JSON object of `FakeConfig` fields → 200 `{"config": {...}}` (400 on
-  an unknown field or a bad value); `POST /_fake/reset` → 204 (pods, request log and config back to
-  defaults; api key and templates stay); `GET /_fake/state` → 200 `{"pods", "deletedPodIds",
-  "requests", "config"}`; `POST /_fake/pods/{id}/status` `{"status": "EXITED"}` → 200 Pod.
+  an unknown field or a bad value); `POST /_fake/reset` → 204 (pods, request log, quota counts and config
+  back to defaults; api key and templates stay); `GET /_fake/state` → 200 `{"pods", "deletedPodIds",
+  "requests", "config", "rateLimited": {"quota", "forced"}, "quota": {"policy", "enforced", "windows"}}`;
+  `POST /_fake/pods/{id}/status` `{"status": "EXITED"}` → 200 Pod;
+  `POST /_fake/pods/{id}/logs` `{"lines": [...], "source": "container"}` → 200 `{"events": [...]}` (what a
+  pod printed); `GET /_fake/pods/{id}/logs` → 200 `{"events": [...]}` (also a deleted pod's).
 
-The control paths need no auth or User-Agent, are never logged and are never affected by switches.
+The control paths need no auth or User-Agent, are never logged, never counted against the quota and are
+never affected by switches.
 
 CLI: `python -m tests.fakes.runpod --port 8089 --api-key dev-key --template tpl-renderer` prints the
-base URL and serves until SIGTERM or Ctrl-C.
+base URL and serves until SIGTERM or Ctrl-C (`--help` for the lifecycle and quota options).
 """
 
 from __future__ import annotations
@@ -38,19 +69,34 @@ import ipaddress
 import json
 import re
 import secrets
+import select
 import signal
 import socket
 import string
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any, Final, Protocol, TypedDict
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakes.runpod_catalog import (
+    AVAILABILITY_LEVELS,
+    DEFAULT_DATA_CENTERS,
+    Catalog,
+    QueryProblem,
+    parse_data_center_query,
+    parse_gpu_query,
+)
+from tests.fakes.runpod_catalog import (  # re-exported: this module has always named it
+    DEFAULT_DATA_CENTER as DEFAULT_DATA_CENTER,
+)
+from tests.fakes.runpod_logs import LOG_SOURCES, SSE_HEADERS, LogEvent, PodLog, parse_log_query
+from tests.fakes.runpod_quota import RATE_LIMIT_POLICY, QuotaMeter, parse_policy, render_policy
 
 # --- constants taken from RunPod's OpenAPI description and PLATFORM-NOTES ------------------------
 
@@ -61,8 +107,6 @@ INSUFFICIENT_BALANCE_DETAIL: Final = "insufficient balance: add funds to continu
 VALIDATION_DETAIL: Final = "Request validation failed."
 CLOUDFLARE_1010_BODY: Final = "error code: 1010"
 PROBLEM_JSON: Final = "application/problem+json"
-RATE_LIMIT_POLICY: Final = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
-_RATE_WINDOWS: Final = (("minute", 60, 60), ("hour", 3600, 3000), ("day", 86400, 50000))
 
 DEFAULT_GPU_PRICES: Final[Mapping[str, float]] = {
     "NVIDIA GeForce RTX 4090": 0.69,
@@ -71,7 +115,6 @@ DEFAULT_GPU_PRICES: Final[Mapping[str, float]] = {
 }
 DEFAULT_IMAGE: Final = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 DEFAULT_CUDA_VERSION: Final = "12.8"
-DEFAULT_DATA_CENTER: Final = "US-KS-2"
 POD_STATUSES: Final = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
 # Valid actions per status, as podAction describes them.
 _ACTIONS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -151,6 +194,10 @@ _SPEC_ROUTES: Final[tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]] = tuple
     )
 )
 _POD_PATH: Final = re.compile(r"^/v2/pods/([^/]+)$")
+_POD_LOGS_PATH: Final = re.compile(r"^/v2/pods/([^/]+)/logs$")
+_GPU_PATH: Final = re.compile(r"^/v2/catalog/gpus/([^/]+)$")
+_DATA_CENTER_PATH: Final = re.compile(r"^/v2/catalog/datacenters/([^/]+)$")
+_BOOT_OUTCOMES: Final = ("run", "error", "stuck")
 
 # CreatePodRequest: ContainerConfig (BaseContainerConfig + registry) plus the request's own fields.
 _CREATE_FIELDS: Final = frozenset(
@@ -225,6 +272,40 @@ class FakeConfig:
     default_gpu_price: float = 0.5  # USD/h per GPU of a type missing from gpu_prices
     cpu_price_per_vcpu: float = 0.03  # USD/h per vCPU of a CPU pod
 
+    # Lifecycle by time. Either above 0: a pod is PROVISIONING for provisioning_seconds after create, then
+    # STARTING for starting_seconds, then RUNNING, however often it is read (running_after_gets is ignored).
+    provisioning_seconds: float = 0.0
+    starting_seconds: float = 0.0
+    # Pods that end in ERROR instead of RUNNING: the next N creates, or pods of these GPU types / templates.
+    fail_boot_next: int = 0
+    fail_boot_gpu_ids: set[str] = field(default_factory=set)
+    fail_boot_template_ids: set[str] = field(default_factory=set)
+    # > 0: such a pod turns ERROR this many seconds after create (from PROVISIONING or STARTING) and never
+    # runs; 0: it turns ERROR at the moment it would have run.
+    fail_boot_after_seconds: float = 0.0
+    # Pods that reach STARTING and stay there: the next N creates, or pods of these GPU types / templates.
+    stuck_starting_next: int = 0
+    stuck_starting_gpu_ids: set[str] = field(default_factory=set)
+    stuck_starting_template_ids: set[str] = field(default_factory=set)
+
+    # Catalog and placement. price.community per GPU type (default: its gpu_prices price, which COMMUNITY
+    # pods then bill); a pod's cost is price × GPU count × cost_markup (≠ 1: it bills other than the
+    # catalog says). data_centers: id → {GPU type id → NONE|LOW|MEDIUM|HIGH} in placement order;
+    # dataCenterIds restricts a create to the requested ones that stock the type (not NONE).
+    community_gpu_prices: dict[str, float] = field(default_factory=dict)
+    cost_markup: float = 1.0
+    data_centers: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {dc: dict(stock) for dc, stock in DEFAULT_DATA_CENTERS.items()}
+    )
+
+    # Quota: the windows as RunPod advertises them in RateLimit-Policy; enforce_quota answers 429 past them.
+    enforce_quota: bool = False
+    rate_limit_policy: str = RATE_LIMIT_POLICY
+
+    # getPodLogs: None keeps the stream open until the client leaves, the pod goes or the fake stops (as
+    # RunPod's SSE stream); N ends it N seconds after the backfill (0: the backfill only).
+    logs_stream_seconds: float | None = None
+
     def to_json(self) -> dict[str, Any]:
         """The switches as JSON (sets as sorted lists)."""
         out: dict[str, Any] = {}
@@ -238,12 +319,16 @@ _COUNTERS: Final = frozenset(
     {"running_after_gets", "rate_limit_next", "rate_limit_next_creates", "rate_limit_retry_after"}
     | {"fail_next_creates", "fail_next_lists", "fail_next_gets", "fail_next_deletes"}
     | {"create_500_but_running", "delete_answers_404", "delete_lag_reads"}
+    | {"fail_boot_next", "stuck_starting_next"}
 )
 _NON_NEGATIVE_NUMBERS: Final = frozenset(
     {"slow_seconds", "slow_creates_seconds", "slow_lists_seconds", "slow_gets_seconds", "slow_deletes_seconds"}
     | {"default_gpu_price", "cpu_price_per_vcpu"}
+    | {"provisioning_seconds", "starting_seconds", "fail_boot_after_seconds", "cost_markup"}
 )
-_ID_SETS: Final = frozenset({"no_capacity_gpu_ids", "forbidden_gpu_ids"})
+_ID_SETS: Final = frozenset({"no_capacity_gpu_ids", "forbidden_gpu_ids", "fail_boot_gpu_ids", "stuck_starting_gpu_ids"})
+_TEMPLATE_ID_SETS: Final = frozenset({"fail_boot_template_ids", "stuck_starting_template_ids"})
+_QUOTA_FIELDS: Final = frozenset({"enforce_quota", "rate_limit_policy"})
 _CONFIG_FIELDS: Final = frozenset(item.name for item in fields(FakeConfig))
 
 
@@ -269,7 +354,12 @@ def _coerce_config(changes: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
                 values[name] = set(value)
             else:
                 errors.append(f"{name}: want a list of GPU type ids")
-        elif name == "insufficient_balance":
+        elif name in _TEMPLATE_ID_SETS:
+            if isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str) for v in value):
+                values[name] = set(value)
+            else:
+                errors.append(f"{name}: want a list of template ids")
+        elif name in ("insufficient_balance", "enforce_quota"):
             if isinstance(value, bool):
                 values[name] = value
             else:
@@ -279,14 +369,52 @@ def _coerce_config(changes: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
                 values[name] = int(value)
             else:
                 errors.append(f"{name}: want one of {sorted(_FAIL_DETAILS)}")
-        elif name == "gpu_prices":
+        elif name in ("gpu_prices", "community_gpu_prices"):
             if isinstance(value, Mapping) and all(
                 isinstance(k, str) and _is_number(v) and v >= 0 for k, v in value.items()
             ):
                 values[name] = {k: float(v) for k, v in value.items()}
             else:
                 errors.append(f"{name}: want an object of GPU type id → price per hour")
+        elif name == "data_centers":
+            stock = _coerce_data_centers(value)
+            if stock is None:
+                errors.append(
+                    f"{name}: want an object of data center id → {{GPU type id → one of {list(AVAILABILITY_LEVELS)}}}"
+                    " (or a list of GPU type ids, each HIGH)"
+                )
+            else:
+                values[name] = stock
+        elif name == "rate_limit_policy":
+            try:
+                if not isinstance(value, str):
+                    raise ValueError("want a string")
+                values[name] = render_policy(parse_policy(value))
+            except ValueError as error:
+                errors.append(f"{name}: {error}")
+        elif name == "logs_stream_seconds":
+            if value is None or (_is_number(value) and value >= 0):
+                values[name] = None if value is None else float(value)
+            else:
+                errors.append(f"{name}: want a number >= 0 or null")
     return values, errors
+
+
+def _coerce_data_centers(value: object) -> dict[str, dict[str, str]] | None:
+    """`data_centers` as data center id → {GPU type id → availability level}; None when malformed."""
+    if not isinstance(value, Mapping) or not all(isinstance(dc, str) and dc for dc in value):
+        return None
+    stock: dict[str, dict[str, str]] = {}
+    for dc, gpus in value.items():
+        if isinstance(gpus, list | tuple) and all(isinstance(gpu, str) for gpu in gpus):
+            stock[dc] = dict.fromkeys(gpus, "HIGH")
+        elif isinstance(gpus, Mapping) and all(
+            isinstance(gpu, str) and level in AVAILABILITY_LEVELS for gpu, level in gpus.items()
+        ):
+            stock[dc] = dict(gpus)
+        else:
+            return None
+    return stock
 
 
 # --- JSON helpers --------------------------------------------------------------------------------
@@ -550,27 +678,103 @@ class _Pod:
     public_ip: str
     public_ports: dict[int, int]
     status: str = "PROVISIONING"
-    status_pinned: bool = False  # set by set_pod_status: reads no longer move it
+    status_pinned: bool = False  # set by set_pod_status: neither reads nor time move it any more
     started_at: datetime | None = None
     reads: int = 0
     deleted: bool = False
     lag_reads_left: int = 0
     terminated_shown: bool = False
+    # The lifecycle switches as they were when the pod was created.
+    provisioning_seconds: float = 0.0
+    starting_seconds: float = 0.0
+    outcome: str = "run"  # one of _BOOT_OUTCOMES: it runs, ends in ERROR, or stays STARTING
+    fail_after_seconds: float = 0.0
+    created_mono: float = field(default_factory=time.monotonic)
+    log: PodLog = field(default_factory=PodLog)
+
+    @property
+    def timed(self) -> bool:
+        """Time, not reads, moves this pod through its boot."""
+        return self.provisioning_seconds + self.starting_seconds > 0
+
+    def _booting(self) -> bool:
+        return not self.status_pinned and not self.deleted and self.status in ("PROVISIONING", "STARTING")
+
+    def settle(self) -> None:
+        """Take the steps time has brought: a timed boot's, and a boot that fails after a delay."""
+        if not self._booting():
+            return
+        elapsed = time.monotonic() - self.created_mono
+        fail_at = self.fail_after_seconds if self.outcome == "error" and self.fail_after_seconds > 0 else None
+        steps: list[tuple[float, str]] = []
+        if self.timed:
+            steps.append((self.provisioning_seconds, "STARTING"))
+            boot_ends = self.provisioning_seconds + self.starting_seconds
+            if self.outcome == "run":
+                steps.append((boot_ends, "RUNNING"))
+            elif self.outcome == "error" and fail_at is None:
+                steps.append((boot_ends, "ERROR"))
+        if fail_at is not None:
+            steps.append((fail_at, "ERROR"))
+        for offset, status in sorted(steps, key=lambda step: step[0]):
+            if offset > elapsed or not self._booting():
+                break
+            self.enter(status, self.created_at + timedelta(seconds=offset))
 
     def advance(self) -> None:
-        """One read: PROVISIONING → STARTING → RUNNING as `running_after_gets` says."""
+        """One read (getPod, or a listPods answer that includes it): time's steps, then, for a pod moved by
+        reads, PROVISIONING → STARTING → RUNNING as `running_after_gets` says."""
         self.reads += 1
-        if self.status_pinned or self.status not in ("PROVISIONING", "STARTING"):
+        self.settle()
+        if self.timed or not self._booting():
             return
         if self.reads > self.running_after_gets:
-            self.run()
+            if self.outcome == "run":
+                self.enter("RUNNING")
+            elif self.outcome == "error" and self.fail_after_seconds == 0:
+                self.enter("STARTING")  # the container starts, then crashes
+                self.enter("ERROR")
+            else:  # stuck, or failing later: it has started starting
+                self.enter("STARTING")
         elif self.reads == self.running_after_gets:
-            self.status = "STARTING"
+            self.enter("STARTING")
 
     def run(self) -> None:
-        self.status = "RUNNING"
-        if self.started_at is None:
-            self.started_at = datetime.now(UTC)
+        self.enter("RUNNING")
+
+    def age(self, seconds: float) -> None:
+        """As if everything about the pod so far had happened `seconds` earlier."""
+        delta = timedelta(seconds=seconds)
+        self.created_mono -= seconds
+        self.created_at -= delta
+        if self.started_at is not None:
+            self.started_at -= delta
+        self.log.shift(delta)
+
+    def enter(self, status: str, at: datetime | None = None) -> None:
+        """Move to `status` (at `at`, default now), writing the system log lines its host would."""
+        if status == self.status:
+            return
+        moment = at or datetime.now(UTC)
+        lines: list[str] = []
+        if status in ("STARTING", "RUNNING") and self.status == "PROVISIONING":
+            lines += [f"Pulling image {self.image}", "Starting container"]
+        if status == "RUNNING":
+            lines.append("Container started")
+            if self.started_at is None:
+                self.started_at = moment
+        elif status == "ERROR":
+            if self.status == "PROVISIONING":
+                lines.append("Provisioning failed; pod status ERROR")
+            else:
+                lines.append("Container exited with code 1; pod status ERROR")
+        elif status == "EXITED":
+            lines.append("Container exited; pod status EXITED")
+        elif status == "PROVISIONING":
+            lines.append("Pod status PROVISIONING")
+        self.status = status
+        for line in lines:
+            self.log.append("system", line, moment)
 
     def render(self, status: str | None = None) -> dict[str, Any]:
         """The Pod schema object for this pod, shown in `status` (default: its own)."""
@@ -662,6 +866,9 @@ class _Reply:
     body: bytes = b""
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # More body after `body`, sent chunked as it comes; an empty piece is an idle tick (the handler then
+    # checks whether the client is still there).
+    stream: Iterator[bytes] | None = None
 
 
 def _json_reply(status: int, payload: object) -> _Reply:
@@ -701,8 +908,9 @@ class FakeRunPod:
             self.add_template(template_id, template)
         self._pods: dict[str, _Pod] = {}
         self._log: list[RequestRecord] = []
-        self._clock0 = time.monotonic()
-        self._window_counts: dict[str, tuple[int, int]] = {}
+        self._meter = QuotaMeter(parse_policy(self.config.rate_limit_policy))
+        self._meter_policy = self.config.rate_limit_policy
+        self._rate_limited = {"quota": 0, "forced": 0}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -763,14 +971,22 @@ class FakeRunPod:
         with self._lock:
             for name, value in values.items():
                 setattr(self.config, name, value)
+            if _QUOTA_FIELDS & set(values):
+                self._restart_quota()
 
     def reset(self) -> None:
-        """Forget pods and requests; switches back to defaults. The api key and templates stay."""
+        """Forget pods, requests and quota counts; switches back to defaults. The api key and templates stay."""
         with self._lock:
             self.config = FakeConfig()
             self._pods.clear()
             self._log.clear()
-            self._window_counts.clear()
+            self._restart_quota()
+            self._rate_limited = {"quota": 0, "forced": 0}
+
+    def _restart_quota(self) -> None:
+        """Fresh windows (from now) for the configured policy, so a test's quota starts from zero."""
+        self._meter.restart(parse_policy(self.config.rate_limit_policy))
+        self._meter_policy = self.config.rate_limit_policy
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -795,21 +1011,67 @@ class FakeRunPod:
             pod = self._pods.get(pod_id)
             if pod is None or pod.deleted:
                 raise KeyError(pod_id)
+            pod.settle()
             if status == "TERMINATED":
                 pod.deleted = True
                 pod.terminated_shown = True
                 return pod.render("TERMINATED")
-            if status == "RUNNING":
-                pod.run()
-            pod.status = status
+            pod.enter(status)
             pod.status_pinned = True
             return pod.render()
 
+    def append_pod_log(self, pod_id: str, *lines: str, source: str = "container") -> list[dict[str, Any]]:
+        """Lines the pod printed now (`container`; `system`: its host wrote them), as logged events."""
+        if source not in LOG_SOURCES:
+            raise ValueError(f"source must be one of {LOG_SOURCES}")
+        with self._lock:
+            pod = self._pods.get(pod_id)
+            if pod is None or pod.deleted:
+                raise KeyError(pod_id)
+            pod.settle()
+            now = datetime.now(UTC)
+            return [event.to_json() for line in lines for event in pod.log.append(source, line, now)]
+
+    def age_pods(self, seconds: float, pod_id: str | None = None) -> list[dict[str, Any]]:
+        """Move live pods (or one) `seconds` further into their lives at once, as if created that much
+        earlier: a timed boot, a late boot failure or a long uptime without waiting. Their Pod objects after."""
+        if not (_is_number(seconds) and seconds >= 0):
+            raise ValueError("seconds: want a number >= 0")
+        with self._lock:
+            aged = [pod for pod in self._pods.values() if not pod.deleted and pod_id in (None, pod.id)]
+            if pod_id is not None and not aged:
+                raise KeyError(pod_id)
+            for pod in aged:
+                pod.age(float(seconds))
+                pod.settle()
+            return [pod.render() for pod in aged]
+
+    def pod_logs(self, pod_id: str) -> list[dict[str, Any]]:
+        """Every log event of a pod, deleted or not (`{"id", "ts", "source", "line"}`), oldest first."""
+        with self._lock:
+            pod = self._pods.get(pod_id)
+            if pod is None:
+                raise KeyError(pod_id)
+            pod.settle()
+            return [event.to_json() for event in pod.log.events]
+
     @property
     def pods(self) -> dict[str, dict[str, Any]]:
-        """Live (listed) pods by id, as Pod objects; reading them does not move their status."""
+        """Live (listed) pods by id, as Pod objects. Reading them does not move a pod that reads move;
+        a pod that time moves shows where time has taken it."""
         with self._lock:
-            return {pod.id: pod.render() for pod in self._pods.values() if not pod.deleted}
+            shown = {}
+            for pod in self._pods.values():
+                if not pod.deleted:
+                    pod.settle()
+                    shown[pod.id] = pod.render()
+            return shown
+
+    @property
+    def rate_limited(self) -> dict[str, int]:
+        """429s answered so far: `quota` (enforce_quota refused the request), `forced` (rate_limit_next*)."""
+        with self._lock:
+            return dict(self._rate_limited)
 
     @property
     def deleted_pod_ids(self) -> list[str]:
@@ -834,6 +1096,12 @@ class FakeRunPod:
                 "deletedPodIds": self.deleted_pod_ids,
                 "requests": self.request_log,
                 "config": self.config.to_json(),
+                "rateLimited": dict(self._rate_limited),
+                "quota": {
+                    "policy": self.config.rate_limit_policy,
+                    "enforced": self.config.enforce_quota,
+                    "windows": self._meter.snapshot(self.api_key),
+                },
             }
 
     # request handling
@@ -845,7 +1113,7 @@ class FakeRunPod:
         if path == "/_fake" or path.startswith("/_fake/"):
             return self._handle_control(method, path, body)
         parsed = _parse_body(body)
-        reply, slow = self._handle_api(method, path, headers, body, parsed)
+        reply, slow = self._handle_api(method, path, parts.query, headers, body, parsed)
         with self._lock:
             self._log.append(
                 RequestRecord(
@@ -873,7 +1141,9 @@ class FakeRunPod:
         scheme, _, token = value.strip().partition(" ")
         return token.strip() or None if scheme.lower() == "bearer" else None
 
-    def _handle_api(self, method: str, path: str, headers: Headers, raw: bytes, body: Any) -> tuple[_Reply, float]:
+    def _handle_api(
+        self, method: str, path: str, query: str, headers: Headers, raw: bytes, body: Any
+    ) -> tuple[_Reply, float]:
         with self._lock:
             config = self.config
             slow = config.slow_seconds
@@ -885,13 +1155,24 @@ class FakeRunPod:
                 return _problem(401, "missing bearer token"), slow
             if token != self.api_key:
                 return _problem(401, "invalid bearer token"), slow
-            self._count_request()
-            reply, slow_extra = self._route(method, path, raw, body)
-            reply.headers.setdefault("RateLimit", self._rate_limit_header())
-            reply.headers["RateLimit-Policy"] = RATE_LIMIT_POLICY
-            return reply, slow + slow_extra
+            if self._meter_policy != config.rate_limit_policy:  # set by assignment rather than configure
+                self._restart_quota()
+            exhausted = self._meter.exhausted(token) if config.enforce_quota else []
+            if exhausted:
+                window, wait = max(exhausted, key=lambda item: item[1])
+                reply = _problem(429, f"rate limit exceeded for the {window.name} window", Retry_After=str(wait))
+                self._rate_limited["quota"] += 1
+            else:
+                self._meter.count(token)
+                reply, slow_extra = self._route(method, path, query, headers, raw, body)
+                slow += slow_extra
+            reply.headers.setdefault("RateLimit", self._meter.header(token))
+            reply.headers["RateLimit-Policy"] = config.rate_limit_policy
+            return reply, slow
 
-    def _route(self, method: str, path: str, raw: bytes, body: Any) -> tuple[_Reply, float]:
+    def _route(
+        self, method: str, path: str, query: str, headers: Headers, raw: bytes, body: Any
+    ) -> tuple[_Reply, float]:
         config = self.config
         if config.rate_limit_next > 0:
             config.rate_limit_next -= 1
@@ -905,6 +1186,10 @@ class FakeRunPod:
             return self._get(match.group(1)), config.slow_gets_seconds
         if match and method == "DELETE":
             return self._delete(match.group(1)), config.slow_deletes_seconds
+        if method == "GET":
+            served = self._route_reads(path, parse_qs(query, keep_blank_values=True), headers)
+            if served is not None:
+                return served, 0.0
         for pattern, methods in _SPEC_ROUTES:
             if pattern.match(path):
                 if method in methods:
@@ -914,11 +1199,76 @@ class FakeRunPod:
                 ), 0.0
         return _problem(404, "resource not found"), 0.0
 
+    def _route_reads(self, path: str, values: dict[str, list[str]], headers: Headers) -> _Reply | None:
+        """getPodLogs and the catalog; None for any other path."""
+        if (match := _POD_LOGS_PATH.match(path)) is not None:
+            return self._logs(unquote(match.group(1)), values, headers)
+        catalog = self._catalog()
+        if path == "/v2/catalog/gpus" or (match := _GPU_PATH.match(path)) is not None:
+            gpu_query = parse_gpu_query(values)
+            if isinstance(gpu_query, QueryProblem):
+                return _problem(gpu_query.status, gpu_query.detail, gpu_query.errors)
+            if match is None:
+                return _json_reply(200, {"gpus": catalog.gpu_types(gpu_query)})
+            gpu_id = unquote(match.group(1))
+            if not catalog.knows_gpu(gpu_id):
+                return _problem(404, "GPU type not found")
+            return _json_reply(200, catalog.gpu_type(gpu_id, gpu_query))
+        if path == "/v2/catalog/datacenters" or (match := _DATA_CENTER_PATH.match(path)) is not None:
+            dc_query = parse_data_center_query(values, filters=match is None)
+            if isinstance(dc_query, QueryProblem):
+                return _problem(dc_query.status, dc_query.detail, dc_query.errors)
+            if match is None:
+                return _json_reply(200, {"dataCenters": catalog.data_centers(dc_query)})
+            dc_id = unquote(match.group(1))
+            if not catalog.knows_data_center(dc_id):
+                return _problem(404, "data center not found")
+            return _json_reply(200, catalog.data_center(dc_id, dc_query))
+        return None
+
+    def _catalog(self) -> Catalog:
+        config = self.config
+        return Catalog(config.gpu_prices, config.community_gpu_prices, config.default_gpu_price, config.data_centers)
+
+    def _logs(self, pod_id: str, values: dict[str, list[str]], headers: Headers) -> _Reply:
+        pod = self._pods.get(pod_id)
+        if pod is None or pod.deleted:
+            return _problem(404, "pod not found")
+        query = parse_log_query(values, headers.get("Last-Event-ID"))
+        if isinstance(query, list):
+            return _problem(422, VALIDATION_DETAIL, query)
+        pod.settle()
+        backfill = pod.log.backfill(query)
+        reply = _Reply(200, b"".join(event.sse() for event in backfill), "text/event-stream", dict(SSE_HEADERS))
+        seconds = self.config.logs_stream_seconds
+        if seconds is None or seconds > 0:
+            reply.stream = self._follow_logs(pod, query.source, pod.log.last_seq, seconds)
+        return reply
+
+    def _follow_logs(self, pod: _Pod, source: str | None, cursor: int, seconds: float | None) -> Iterator[bytes]:
+        """The live part of a log stream: new events as they come, an empty piece on each idle tick."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while not self._stopping.is_set():
+            with self._lock:
+                if pod.deleted or self._pods.get(pod.id) is not pod:
+                    return
+                pod.settle()
+                fresh: list[LogEvent] = pod.log.after(cursor, source)
+                cursor = pod.log.last_seq
+            yield b"".join(event.sse() for event in fresh)
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                return
+            self._stopping.wait(left)
+
     def _too_many(self) -> _Reply:
+        """A forced 429 (rate_limit_next*): the policy's first window shown used up for Retry-After seconds."""
         wait = self.config.rate_limit_retry_after
-        reply = _problem(429, "rate limit exceeded for the minute window")
+        window = self._meter.windows[0].name
+        reply = _problem(429, f"rate limit exceeded for the {window} window")
         reply.headers["Retry-After"] = str(wait)
-        reply.headers["RateLimit"] = self._rate_limit_header(minute_exhausted_for=wait)
+        reply.headers["RateLimit"] = self._meter.header(self.api_key, exhausted_for=(window, wait))
+        self._rate_limited["forced"] += 1
         return reply
 
     def _fail(self) -> _Reply:
@@ -963,7 +1313,12 @@ class FakeRunPod:
             return _problem(403, "access denied")
         if compute_id in config.no_capacity_gpu_ids:
             return _problem(400, CAPACITY_DETAIL)
-        pod = self._make_pod(body, template)
+        requested = [str(dc) for dc in body.get("dataCenterIds") or []]
+        gpu_count = int(compute.get("count", 1)) if "gpu" in body else None
+        data_center = self._catalog().place(compute_id, requested, gpu_count, body.get("cloud", "SECURE"))
+        if data_center is None:
+            return _problem(400, CAPACITY_DETAIL)
+        pod = self._make_pod(body, template, data_center)
         self._pods[pod.id] = pod
         if config.create_500_but_running > 0:
             config.create_500_but_running -= 1
@@ -971,8 +1326,24 @@ class FakeRunPod:
             return _problem(500, "internal server error")
         return _json_reply(201, pod.render())
 
-    def _make_pod(self, body: dict[str, Any], template: dict[str, Any] | None) -> _Pod:
+    def _boot_outcome(self, compute_id: str, template_id: str | None) -> str:
+        """How the pod's boot ends (one of _BOOT_OUTCOMES); ERROR wins over stuck."""
         config = self.config
+        if config.fail_boot_next > 0:
+            config.fail_boot_next -= 1
+            return "error"
+        if compute_id in config.fail_boot_gpu_ids or template_id in config.fail_boot_template_ids:
+            return "error"
+        if config.stuck_starting_next > 0:
+            config.stuck_starting_next -= 1
+            return "stuck"
+        if compute_id in config.stuck_starting_gpu_ids or template_id in config.stuck_starting_template_ids:
+            return "stuck"
+        return "run"
+
+    def _make_pod(self, body: dict[str, Any], template: dict[str, Any] | None, data_center: str) -> _Pod:
+        config = self.config
+        cloud = body.get("cloud", "SECURE")
         base = template or {}
         pod_id = _new_pod_id()
         while pod_id in self._pods:
@@ -987,7 +1358,7 @@ class FakeRunPod:
             requested = body["gpu"]
             count = int(requested.get("count", 1))
             gpu = {"id": requested["id"], "count": count}
-            cost = config.gpu_prices.get(requested["id"], config.default_gpu_price) * count
+            cost = self._catalog().price(requested["id"], cloud) * count * config.cost_markup
             if "allowedCudaVersions" in requested or "minCudaVersion" in requested:
                 allowed, floor = requested.get("allowedCudaVersions") or [], requested.get("minCudaVersion")
             else:
@@ -1002,10 +1373,10 @@ class FakeRunPod:
         else:
             vcpus = int(body["cpu"]["vcpuCount"])
             cpu = {"id": body["cpu"]["id"], "vcpuCount": vcpus, "memory": vcpus * 4}
-            cost = config.cpu_price_per_vcpu * vcpus
+            cost = config.cpu_price_per_vcpu * vcpus * config.cost_markup
             mounts = copy.deepcopy(body.get("mounts", {}))  # CPU pods do not inherit a persistent mount
-        data_centers = body.get("dataCenterIds") or [DEFAULT_DATA_CENTER]
-        return _Pod(
+        compute_id = str((gpu or cpu or {})["id"])
+        pod = _Pod(
             id=pod_id,
             name=body["name"],
             image=body.get("image", base.get("image", DEFAULT_IMAGE)),
@@ -1017,8 +1388,8 @@ class FakeRunPod:
             mounts=mounts,
             gpu=gpu,
             cpu=cpu,
-            cloud=body.get("cloud", "SECURE"),
-            data_center_id=data_centers[0],
+            cloud=cloud,
+            data_center_id=data_center,
             cuda_version=cuda,
             cost=round(cost, 4),
             global_networking=bool(body.get("globalNetworking", False)),
@@ -1029,7 +1400,17 @@ class FakeRunPod:
             public_ports={
                 int(spec.split("/")[0]): 20000 + secrets.randbelow(40000) for spec in ports if spec.endswith("/tcp")
             },
+            provisioning_seconds=config.provisioning_seconds,
+            starting_seconds=config.starting_seconds,
+            outcome=self._boot_outcome(compute_id, body.get("templateId")),
+            fail_after_seconds=config.fail_boot_after_seconds,
         )
+        if gpu is not None:
+            compute = f"{gpu['count']} x {gpu['id']}"
+        else:
+            compute = f"{cpu['vcpuCount']} vCPU {cpu['id']}" if cpu else "?"
+        pod.log.append("system", f"Provisioning pod {pod_id} ({compute}) in {data_center}", pod.created_at)
+        return pod
 
     def _list(self) -> _Reply:
         if self.config.fail_next_lists > 0:
@@ -1078,42 +1459,56 @@ class FakeRunPod:
             return _problem(404, "pod not found")
         return _Reply(204)
 
-    def _count_request(self) -> None:
-        elapsed = time.monotonic() - self._clock0
-        for name, width, _quota in _RATE_WINDOWS:
-            window = int(elapsed // width)
-            seen_window, count = self._window_counts.get(name, (window, 0))
-            self._window_counts[name] = (window, (count if seen_window == window else 0) + 1)
-
-    def _rate_limit_header(self, minute_exhausted_for: int | None = None) -> str:
-        elapsed = time.monotonic() - self._clock0
-        parts = []
-        for name, width, quota in _RATE_WINDOWS:
-            window = int(elapsed // width)
-            seen_window, count = self._window_counts.get(name, (window, 0))
-            remaining = max(0, quota - (count if seen_window == window else 0))
-            reset = max(1, int(width - elapsed % width))
-            if name == "minute" and minute_exhausted_for is not None:
-                remaining, reset = 0, minute_exhausted_for
-            parts.append(f'"{name}";r={remaining};t={reset}')
-        return ", ".join(parts)
-
     def _handle_control(self, method: str, path: str, raw: bytes) -> _Reply:
         status_match = re.fullmatch(r"/_fake/pods/([^/]+)/status", path)
-        routes = {"/_fake/config": "POST", "/_fake/reset": "POST", "/_fake/state": "GET"}
-        allowed = "POST" if status_match else routes.get(path)
+        logs_match = re.fullmatch(r"/_fake/pods/([^/]+)/logs", path)
+        routes = {
+            "/_fake/config": ("POST",),
+            "/_fake/reset": ("POST",),
+            "/_fake/state": ("GET",),
+            "/_fake/age": ("POST",),
+        }
+        allowed = ("POST",) if status_match else ("GET", "POST") if logs_match else routes.get(path)
         if allowed is None:
             return _problem(404, "resource not found")
-        if method != allowed:
-            return _problem(405, "The requested method is not allowed for this path.", Allow=allowed)
+        if method not in allowed:
+            return _problem(405, "The requested method is not allowed for this path.", Allow=", ".join(allowed))
         if path == "/_fake/state":
             return _json_reply(200, self.state())
         if path == "/_fake/reset":
             self.reset()
             return _Reply(204)
+        if logs_match and method == "GET":
+            try:
+                return _json_reply(200, {"events": self.pod_logs(unquote(logs_match.group(1)))})
+            except KeyError:
+                return _problem(404, "pod not found")
         body = _parse_body(raw)
         if not isinstance(body, dict):
             return _problem(400, "want a JSON object")
+        if path == "/_fake/age":
+            seconds, pod_id = body.get("seconds"), body.get("podId")
+            if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+                return _problem(400, 'want {"seconds": <number >= 0>[, "podId": <pod id>]}')
+            if not isinstance(pod_id, str | None):
+                return _problem(400, 'want {"seconds": <number >= 0>[, "podId": <pod id>]}')
+            try:
+                return _json_reply(200, {"pods": self.age_pods(seconds, pod_id)})
+            except KeyError:
+                return _problem(404, "pod not found")
+            except ValueError as error:
+                return _problem(400, str(error))
+        if logs_match:
+            lines, source = body.get("lines"), body.get("source", "container")
+            if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+                return _problem(400, 'want {"lines": [strings], "source": "container" or "system"}')
+            try:
+                events = self.append_pod_log(unquote(logs_match.group(1)), *lines, source=str(source))
+            except KeyError:
+                return _problem(404, "pod not found")
+            except ValueError as error:
+                return _problem(400, str(error))
+            return _json_reply(200, {"events": events})
         if status_match:
             try:
                 return _json_reply(200, self.set_pod_status(status_match.group(1), str(body.get("status"))))
@@ -1173,6 +1568,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     timeout = 30  # idle keep-alive connections end
+    # Headers and body go out as two writes; with Nagle on, the second waits for the client's delayed ACK
+    # (~40 ms per answer on Linux), which no real API adds.
+    disable_nagle_algorithm = True
 
     def version_string(self) -> str:
         return "cloudflare"
@@ -1234,15 +1632,46 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.content_type:
                 self.send_header("Content-Type", reply.content_type)
             for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(reply.body)))
+                if not (name == "Connection" and self.close_connection):
+                    self.send_header(name, value)
             if self.close_connection:
                 self.send_header("Connection", "close")
+            if reply.stream is not None and self.command != "HEAD":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self._stream(reply.body, reply.stream)
+                return
+            self.send_header("Content-Length", str(len(reply.body)))
             self.end_headers()
             if reply.body and self.command != "HEAD":
                 self.wfile.write(reply.body)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (e.g. timed out)
             self.close_connection = True
+        finally:
+            if reply.stream is not None:
+                close = getattr(reply.stream, "close", None)
+                if close is not None:
+                    close()
+
+    def _stream(self, first: bytes, rest: Iterator[bytes]) -> None:
+        """A chunked body: `first`, then each piece of `rest` as it comes, until it ends or the client leaves."""
+        if first:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+        for piece in rest:
+            if piece:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            elif self._client_gone():
+                self.close_connection = True
+                return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _client_gone(self) -> bool:
+        """The peer closed its end (a readable socket with nothing to read)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.fake.verbose:
@@ -1269,6 +1698,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default="test-key", help="the bearer token to accept (default test-key)")
     parser.add_argument("--template", action="append", default=[], metavar="ID", help="a known template id")
     parser.add_argument("--running-after-gets", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--provisioning-seconds", type=float, default=0.0, metavar="S", help="boot by time: PROVISIONING"
+    )
+    parser.add_argument("--starting-seconds", type=float, default=0.0, metavar="S", help="boot by time: STARTING")
+    parser.add_argument(
+        "--rate-limit-policy", default=RATE_LIMIT_POLICY, metavar="POLICY", help="e.g. '\"minute\";q=30;w=10'"
+    )
+    parser.add_argument("--enforce-quota", action="store_true", help="answer 429 past the rate-limit policy")
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
     args = parser.parse_args(argv)
     try:
@@ -1276,7 +1713,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     fake.verbose = args.verbose
-    fake.configure(running_after_gets=args.running_after_gets)
+    try:
+        fake.configure(
+            running_after_gets=args.running_after_gets,
+            provisioning_seconds=args.provisioning_seconds,
+            starting_seconds=args.starting_seconds,
+            rate_limit_policy=args.rate_limit_policy,
+            enforce_quota=args.enforce_quota,
+        )
+    except FakeConfigError as error:
+        parser.error(str(error))
     done = threading.Event()
 
     def finish(signum: int, frame: FrameType | None) -> None:
