@@ -1,35 +1,59 @@
-"""Builds the configured providers from `PROVIDERS`, importing each driver only when first used."""
+"""The providers `PROVIDERS` may name, and the configured ones, each built (and its SDK imported) on first use.
+
+Adding a provider is one line here plus its package `providers/<name>/`: a `SETTINGS` class (its
+variables, read with the rest of the configuration), `CHECKED_ON_READ`, and `build(settings)`
+returning a `providers.base.Provider` that passes `tests/providers/test_contract.py`. Its cap
+`<NAME>_MAX_LEASES` (template parameter `<Name>MaxLeases`) comes with the name.
+
+This module stays light (no provider, no SDK, not even the configuration at import): every function
+reads the configuration through it at init.
+"""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Sequence
 from threading import Lock
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from scheduler.config import Settings
 from scheduler.errors import ConfigurationError
-from scheduler.providers.base import Provider
 
-# Module paths, not imports: a function that never calls a provider never loads its SDK.
-_DRIVERS: dict[str, str] = {
+if TYPE_CHECKING:
+    from scheduler.config import Settings, SettingsSection
+    from scheduler.providers.base import Provider
+
+# name → the package of its settings and driver (module paths, not imports: nothing loads until used).
+PROVIDERS: dict[str, str] = {
     "local-docker": "scheduler.providers.local_docker",
     "runpod": "scheduler.providers.runpod",
 }
 
-# Providers whose worker GET /v1/lease/{id} may check: one cheap call, no API quota spent (RunPod's
-# API allows 60 requests a minute per account, so its stopped pods are left to the reconciler).
-CHECKED_ON_READ = frozenset({"local-docker"})
-
-ProviderFactory = Callable[[Settings], Provider]
+ProviderFactory = Callable[["Settings"], "Provider"]
 
 
 def known_providers() -> tuple[str, ...]:
     """The provider names `PROVIDERS` may list."""
-    return tuple(_DRIVERS)
+    return tuple(PROVIDERS)
+
+
+def provider_package(name: str) -> ModuleType:
+    """The package of a known provider (its settings and `build`; the driver itself loads in `build`)."""
+    return importlib.import_module(PROVIDERS[name])
+
+
+def provider_settings(name: str) -> type[SettingsSection]:
+    """The settings class of a known provider."""
+    settings: type[SettingsSection] = provider_package(name).SETTINGS
+    return settings
 
 
 class ProviderRegistry:
-    """The configured providers in policy order; unknown names refuse to start."""
+    """The configured providers in policy order; unknown names refuse to start.
+
+    `factories` replaces the build of named providers (tests, benchmarks: an in-memory driver);
+    `wrap` wraps every driver built (production: metrics and spans around each call).
+    """
 
     def __init__(
         self,
@@ -37,10 +61,10 @@ class ProviderRegistry:
         factories: dict[str, ProviderFactory] | None = None,
         wrap: Callable[[Provider], Provider] | None = None,
     ) -> None:
-        unknown = [name for name in settings.providers if name not in _DRIVERS and name not in (factories or {})]
+        unknown = [name for name in settings.providers if name not in PROVIDERS and name not in (factories or {})]
         if unknown:
             raise ConfigurationError(
-                f"unknown provider(s) in PROVIDERS: {', '.join(unknown)}; known: {', '.join(_DRIVERS)}"
+                f"unknown provider(s) in PROVIDERS: {', '.join(unknown)}; known: {', '.join(PROVIDERS)}"
             )
         if not settings.providers:
             raise ConfigurationError("PROVIDERS names no provider")
@@ -75,10 +99,15 @@ class ProviderRegistry:
         """Import and build every driver now (used at init where the first request must be fast)."""
         self.in_order()
 
+    def checked_on_read(self) -> frozenset[str]:
+        """The configured providers whose worker a read may check: one cheap call, no API quota spent."""
+        return frozenset(name for name in self.names if name in PROVIDERS and provider_package(name).CHECKED_ON_READ)
+
     def _build(self, name: str) -> Provider:
         factory = self._factories.get(name)
-        if factory is None:
-            module = importlib.import_module(_DRIVERS[name])
-            factory = module.from_settings
-        driver = factory(self._settings)
+        if factory is not None:
+            driver = factory(self._settings)
+        else:
+            package = provider_package(name)
+            driver = package.build(self._settings.section(name, package.SETTINGS))
         return self._wrap(driver) if self._wrap else driver
