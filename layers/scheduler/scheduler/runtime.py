@@ -73,26 +73,7 @@ class Runtime:
     @cached_property
     def store(self) -> LeaseStore:
         """The lease store on the configured tables, with bounded timeouts and standard retries."""
-        import boto3
-        from botocore.config import Config
-
-        from scheduler.store import LeaseStore
-        from scheduler.store.retries import Backoff
-
-        settings = self.settings
-        client = boto3.client(
-            "dynamodb",
-            config=Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3}),
-        )
-        return LeaseStore(
-            settings.leases_table,
-            client,
-            shards=settings.live_index_shards,
-            retention_seconds=settings.retention_seconds,
-            release_claim_seconds=settings.release_claim_seconds,
-            counters_table=settings.counters_table,
-            retry=Backoff(budget_seconds=settings.store_retry_seconds),
-        )
+        return lease_store(self.settings)
 
     @cached_property
     def providers(self) -> ProviderRegistry:
@@ -136,3 +117,26 @@ class Runtime:
         return ReadCheck(
             self.store, self.providers, interval_seconds=self.settings.worker_read_check_seconds, clock=self.clock
         )
+
+
+def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
+    """A LeaseStore as the settings configure it, on `client` (default: a DynamoDB client with bounded
+    timeouts and standard retries)."""
+    from scheduler.store import LeaseStore
+    from scheduler.store.retries import Backoff
+
+    if client is None:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
+        client = boto3.client("dynamodb", config=config)
+    return LeaseStore(
+        settings.leases_table,
+        client,
+        shards=settings.live_index_shards,
+        retention_seconds=settings.retention_seconds,
+        release_claim_seconds=settings.release_claim_seconds,
+        counters_table=settings.counters_table,
+        retry=Backoff(budget_seconds=settings.store_retry_seconds),
+    )
