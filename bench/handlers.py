@@ -40,8 +40,8 @@ from devstack.dynamodb import FAKE_CREDENTIALS
 from scheduler.config import Settings
 from scheduler.observability.instrumented import InstrumentedProvider
 from scheduler.observability.metrics import EmfMetrics
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
-from scheduler.providers.registry import ProviderRegistry
 from scheduler.runtime import Runtime, lease_store
 
 EVENTS = REPO / "events"
@@ -346,7 +346,7 @@ class Handlers:
         self.meter = TimeInside()
         self.provider = TimedMemoryProvider(meter=self.meter)
         metrics = EmfMetrics(settings.powertools_metrics_namespace)
-        self.registry = ProviderRegistry(
+        self.registry = ConfiguredProviders(
             settings,
             factories={name: (lambda _settings: self.provider) for name in settings.providers},
             wrap=lambda driver: InstrumentedProvider(driver, metrics),

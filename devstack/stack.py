@@ -47,8 +47,8 @@ LOCAL_PARAMETER_DEFAULTS = {"DOCKER_NETWORK": "none"}
 
 def local_only_variables() -> dict[str, str]:
     """The functions' local-only variables (INTERNAL_SECRET, DOCKER_CERT_PATH, RUNPOD_API_KEY, …) that are set."""
-    from scheduler.config import Settings, SettingsSection
-    from scheduler.providers.registry import known_providers, provider_settings
+    from scheduler.config import Settings, SettingsSection, provider_settings
+    from scheduler.providers.registry import known_providers
 
     sections: list[type[SettingsSection]] = [Settings, *(provider_settings(name) for name in known_providers())]
     names = [variable for section in sections for variable, (source, _) in section.variables().items() if source.local]

@@ -24,7 +24,7 @@ from scheduler.leases.acquire import acquire
 from scheduler.leases.outcomes import lease_or_raise
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import LeaseRequest, WorkerKind
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
 from tests.support.tables import create_all_tables
@@ -86,7 +86,7 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
 ) -> None:
     settings = Settings.from_environ(dict(os.environ))
     store = LeaseStore(settings.leases_table, environment.client())
-    registry = ProviderRegistry(settings)
+    registry = ConfiguredProviders(settings)
     host_down = requests.exceptions.ConnectionError("connection refused: the Docker host died")
 
     def dead(*_: Any, **__: Any) -> None:

@@ -12,8 +12,8 @@ from scheduler.leases.outcomes import lease_or_raise
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
 from scheduler.providers.base import Provider, ProvisionedWorker
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
-from scheduler.providers.registry import ProviderRegistry
 from scheduler.store import LeaseStore
 
 NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
@@ -94,14 +94,16 @@ def memory_provider(name: str = "local-docker", **faults: Any) -> MemoryProvider
     return MemoryProvider(name, clock=lambda: NOW, **faults)
 
 
-def registry_of(*providers: Provider) -> ProviderRegistry:
+def registry_of(*providers: Provider) -> ConfiguredProviders:
     """A registry of `providers`, in policy order."""
-    return ProviderRegistry(
+    return ConfiguredProviders(
         Settings(providers=tuple(provider.name for provider in providers)),
         factories={provider.name: (lambda _, chosen=provider: chosen) for provider in providers},
     )
 
 
-def acquire(request: LeaseRequest, store: LeaseStore, providers: ProviderRegistry, *args: Any, **kwargs: Any) -> Lease:
+def acquire(
+    request: LeaseRequest, store: LeaseStore, providers: ConfiguredProviders, *args: Any, **kwargs: Any
+) -> Lease:
     """acquire's lease, or its refusal raised: for tests about what happens after (or that it refuses)."""
     return lease_or_raise(acquire_lease(request, store, providers, *args, **kwargs))

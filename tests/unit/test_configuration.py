@@ -15,9 +15,17 @@ from typing import Any
 import pytest
 
 from devstack.template import load_yaml, variable_of
-from scheduler.config import LIBRARY_VARIABLES, Settings, SettingsSection, Source, cap_parameter, cap_variable
+from scheduler.config import (
+    LIBRARY_VARIABLES,
+    Settings,
+    SettingsSection,
+    Source,
+    cap_parameter,
+    cap_variable,
+    provider_settings,
+)
 from scheduler.errors import ConfigurationError
-from scheduler.providers.registry import known_providers, provider_settings
+from scheduler.providers.registry import known_providers
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = load_yaml()

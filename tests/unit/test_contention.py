@@ -195,6 +195,7 @@ def contended_dynamodb() -> Iterator[EmbeddedDynamoDB]:
     server.stop()
 
 
+@pytest.mark.slow
 @NEEDS_TRANSACTIONS
 def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     contended_dynamodb: EmbeddedDynamoDB,

@@ -125,6 +125,7 @@ def test_failed_caller_release_is_finished_by_the_sweep_as_released(store: Lease
     assert provider.workers == {}
 
 
+@pytest.mark.slow
 def test_sweep_cost_does_not_grow_with_table_size(dynamodb: DynamoDBClient, store: LeaseStore) -> None:
     """Items read by a sweep with 5 expired leases: the same among 100 and among 5,000 live ones."""
     from .builders import new_lease

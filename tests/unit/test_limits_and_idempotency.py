@@ -23,7 +23,7 @@ from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseRequest, WorkerKind
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 from tests.support.tables import make_table
 
@@ -44,7 +44,7 @@ def caps(**per_provider: int) -> LeaseLimits:
     return LeaseLimits(provider_caps={name.replace("_", "-"): cap for name, cap in per_provider.items()})
 
 
-def acquire(store: LeaseStore, registry: ProviderRegistry, limits: LeaseLimits, **request: object) -> Lease:
+def acquire(store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, **request: object) -> Lease:
     return lease_or_raise(acquire_lease(REQUEST.model_copy(update=request), store, registry, limits))
 
 
@@ -174,7 +174,7 @@ def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
 class Keyed:
     """Acquires through IdempotentAcquire, as the acquire handler does: each call a fresh lease id."""
 
-    def __init__(self, store: LeaseStore, registry: ProviderRegistry, table: str, dynamodb: DynamoDBClient) -> None:
+    def __init__(self, store: LeaseStore, registry: ConfiguredProviders, table: str, dynamodb: DynamoDBClient) -> None:
         self.store, self.registry = store, registry
         self.idempotency = IdempotentAcquire(table, dynamodb, expires_after_seconds=3600)
 

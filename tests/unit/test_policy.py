@@ -14,8 +14,9 @@ from scheduler.deadline import Deadline
 from scheduler.errors import ConfigurationError
 from scheduler.models import GpuClass, LeaseRequest, WorkerKind
 from scheduler.providers.base import Provider, ProviderCapacityError, ProviderUnreachable, WorkerOutcomeUnknown
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
-from scheduler.providers.registry import ProviderRegistry, known_providers
+from scheduler.providers.registry import known_providers
 
 from .builders import memory_provider, new_lease
 
@@ -106,30 +107,30 @@ class CountingFactory:
 
 def test_unknown_provider_name_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings(providers=("local-docker", "nimbus")))
+        ConfiguredProviders(Settings(providers=("local-docker", "nimbus")))
 
 
 def test_unknown_provider_name_from_the_environment_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings.from_environ({"PROVIDERS": "local-docker,nimbus"}))
+        ConfiguredProviders(Settings.from_environ({"PROVIDERS": "local-docker,nimbus"}))
 
 
 def test_empty_provider_list_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings(providers=()))
+        ConfiguredProviders(Settings(providers=()))
 
 
 def test_provider_list_of_only_separators_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings.from_environ({"PROVIDERS": " , "}))
+        ConfiguredProviders(Settings.from_environ({"PROVIDERS": " , "}))
 
 
 def test_providers_default_to_local_docker() -> None:
-    assert ProviderRegistry(Settings.from_environ({})).names == ("local-docker",)
+    assert ConfiguredProviders(Settings.from_environ({})).names == ("local-docker",)
 
 
 def test_registry_keeps_policy_order() -> None:
-    assert ProviderRegistry(Settings.from_environ({"PROVIDERS": "runpod, local-docker"})).names == (
+    assert ConfiguredProviders(Settings.from_environ({"PROVIDERS": "runpod, local-docker"})).names == (
         "runpod",
         "local-docker",
     )
@@ -137,27 +138,27 @@ def test_registry_keeps_policy_order() -> None:
 
 def test_drivers_are_not_built_at_start() -> None:
     factory = CountingFactory("local-docker")
-    ProviderRegistry(Settings(providers=("local-docker",)), factories={"local-docker": factory})
+    ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": factory})
     assert factory.built == []
 
 
 def test_driver_is_built_on_first_use_with_the_settings() -> None:
     settings = Settings(providers=("local-docker",))
     factory = CountingFactory("local-docker")
-    ProviderRegistry(settings, factories={"local-docker": factory}).get("local-docker")
+    ConfiguredProviders(settings, factories={"local-docker": factory}).get("local-docker")
     assert factory.built == [settings]
 
 
 def test_driver_is_built_once() -> None:
     factory = CountingFactory("local-docker")
-    registry = ProviderRegistry(Settings(providers=("local-docker",)), factories={"local-docker": factory})
+    registry = ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": factory})
     first, second = registry.get("local-docker"), registry.get("local-docker")
     assert (first is second, len(factory.built)) == (True, 1)
 
 
 def test_only_the_used_driver_is_built() -> None:
     docker, runpod = CountingFactory("local-docker"), CountingFactory("runpod")
-    registry = ProviderRegistry(
+    registry = ConfiguredProviders(
         Settings(providers=("local-docker", "runpod")), factories={"local-docker": docker, "runpod": runpod}
     )
     registry.get("runpod")
@@ -166,12 +167,12 @@ def test_only_the_used_driver_is_built() -> None:
 
 def test_drivers_come_in_policy_order() -> None:
     factories = {name: CountingFactory(name) for name in ("runpod", "local-docker")}
-    registry = ProviderRegistry(Settings(providers=("runpod", "local-docker")), factories=dict(factories))
+    registry = ConfiguredProviders(Settings(providers=("runpod", "local-docker")), factories=dict(factories))
     assert [provider.name for provider in registry.in_order()] == ["runpod", "local-docker"]
 
 
 def test_unconfigured_provider_is_refused() -> None:
-    registry = ProviderRegistry(
+    registry = ConfiguredProviders(
         Settings(providers=("local-docker",)), factories={"local-docker": CountingFactory("local-docker")}
     )
     with pytest.raises(ConfigurationError):
@@ -188,5 +189,5 @@ def test_every_known_provider_has_settings_a_build_and_a_read_check_policy() -> 
 
 
 def test_only_the_providers_that_may_be_asked_cheaply_are_checked_on_read() -> None:
-    registry = ProviderRegistry(Settings(providers=("local-docker", "runpod")))
+    registry = ConfiguredProviders(Settings(providers=("local-docker", "runpod")))
     assert registry.checked_on_read() == frozenset({"local-docker"})

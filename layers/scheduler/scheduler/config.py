@@ -25,7 +25,7 @@ from functools import cache
 from typing import Any, ClassVar, Self, TypeVar
 
 from scheduler.errors import ConfigurationError
-from scheduler.providers.registry import PROVIDERS, provider_settings
+from scheduler.providers.registry import PROVIDERS, provider_package
 
 _S = TypeVar("_S", bound="SettingsSection")
 
@@ -132,6 +132,12 @@ def _parse(metadata: Mapping[str, Any], annotation: object, raw: str) -> object:
     if isinstance(value, int) and ((low is not None and value < low) or (high is not None and value > high)):
         raise ValueError(f"must be between {low} and {high}" if high is not None else f"must be at least {low}")
     return value
+
+
+def provider_settings(name: str) -> type[SettingsSection]:
+    """The settings class of a known provider (`SETTINGS` in its package)."""
+    settings: type[SettingsSection] = provider_package(name).SETTINGS
+    return settings
 
 
 def cap_variable(provider: str) -> str:

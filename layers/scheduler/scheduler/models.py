@@ -77,7 +77,9 @@ class LeaseRequest(BaseModel):
     def _env_keys_are_variable_names(cls, env: dict[str, str]) -> dict[str, str]:
         bad = sorted(key for key in env if not _ENV_KEY.fullmatch(key))
         if bad:
-            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {', '.join(bad[:5])}")
+            # A lone surrogate would break the message itself (pydantic encodes it): escape what UTF-8 cannot carry.
+            shown = ", ".join(key.encode("utf-8", "backslashreplace").decode() for key in bad[:5])
+            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {shown}")
         return env
 
 

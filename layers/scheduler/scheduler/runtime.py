@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.leases.liveness import ReadCheck
     from scheduler.limits import LeaseLimits
     from scheduler.observability.metrics import Metrics
-    from scheduler.providers.registry import ProviderRegistry
+    from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
@@ -76,13 +76,13 @@ class Runtime:
         return lease_store(self.settings)
 
     @cached_property
-    def providers(self) -> ProviderRegistry:
+    def providers(self) -> ConfiguredProviders:
         """The providers `PROVIDERS` names, each timed, counted and traced; drivers load on first use."""
         from scheduler.observability.instrumented import InstrumentedProvider
-        from scheduler.providers.registry import ProviderRegistry
+        from scheduler.providers.configured import ConfiguredProviders
 
         metrics, tracing = self.metrics, self.settings.tracing
-        return ProviderRegistry(
+        return ConfiguredProviders(
             self.settings, wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing)
         )
 

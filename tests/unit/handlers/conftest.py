@@ -22,8 +22,8 @@ from devstack.dynamodb import FAKE_CREDENTIALS, DynamoDBClient
 from devstack.lambda_environment import LambdaContext
 from scheduler.config import Secret, Settings
 from scheduler.observability.instrumented import InstrumentedProvider
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
-from scheduler.providers.registry import ProviderRegistry
 from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
@@ -90,7 +90,7 @@ def runtime_of(
         internal_secret=Secret(SECRET),
         **settings,
     )
-    registry = ProviderRegistry(
+    registry = ConfiguredProviders(
         configured,
         factories={provider.name: (lambda _, chosen=provider: chosen) for provider in chosen},
         wrap=lambda driver: InstrumentedProvider(driver, recorded),

@@ -26,6 +26,8 @@ from devstack.lambda_environment import LambdaContext
 
 from .conftest import Function
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 EVENTS = REPO / "events"
 EXAMPLES = 150

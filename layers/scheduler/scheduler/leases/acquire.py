@@ -23,7 +23,7 @@ from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import Provider
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.counters import Limit
 from scheduler.store.items import InvalidNumber
@@ -41,7 +41,7 @@ def new_lease_id() -> str:
 def acquire(
     request: LeaseRequest,
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     limits: LeaseLimits | None = None,
     clock: Clock = utc_now,
     lease_id: str | None = None,

@@ -32,7 +32,7 @@ from scheduler.leases.workers import release_claimed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, is_lease_id
 from scheduler.providers.base import ProviderRequestFailed, failed_request
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
 logger = Logger(child=True)
@@ -47,7 +47,7 @@ class StoppedReport:
 
 
 def fail_stopped_workers(
-    store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now, deadline: Deadline | None = None
+    store: LeaseStore, providers: ConfiguredProviders, clock: Clock = utc_now, deadline: Deadline | None = None
 ) -> StoppedReport:
     """End every active lease whose worker a provider reports stopped (one cheap call per provider)."""
     deadline = or_never(deadline)
@@ -78,7 +78,7 @@ def end_lease_of_stopped_worker(
     token: str,
     reason: str,
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
 ) -> Lease | None:
@@ -114,7 +114,7 @@ class ReadCheck:
     def __init__(
         self,
         store: LeaseStore,
-        providers: ProviderRegistry,
+        providers: ConfiguredProviders,
         *,
         checked: frozenset[str] | None = None,
         interval_seconds: float = 5.0,

@@ -15,7 +15,7 @@ from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease
 from scheduler.providers.base import ManagedWorker, ProviderRequestFailed, failed_request
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore, counters
 
 logger = Logger(child=True)
@@ -38,7 +38,7 @@ class ReconcileReport:
 
 def reconcile(
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     *,
     orphan_grace_seconds: int,
     pending_deadline_seconds: int,
@@ -162,7 +162,7 @@ def repair_counters(store: LeaseStore, now: datetime) -> dict[str, tuple[int, in
 def _fail(
     lease: Lease,
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock,
     done: list[str],
     report: ReconcileReport,

@@ -8,7 +8,7 @@ from scheduler.errors import ProviderFailed
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderRequestFailed
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
 
@@ -16,7 +16,7 @@ def release(
     lease_id: str,
     owner: str | None,
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
 ) -> Lease:

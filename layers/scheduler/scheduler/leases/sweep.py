@@ -11,7 +11,7 @@ from scheduler.deadline import Deadline, or_never
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderRequestFailed
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
 logger = Logger(child=True)
@@ -30,7 +30,7 @@ class SweepReport:
 
 def sweep(
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock = utc_now,
     limit: int = 200,
     deadline: Deadline | None = None,

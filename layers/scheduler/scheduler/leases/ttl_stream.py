@@ -14,7 +14,7 @@ from scheduler.deadline import Deadline
 from scheduler.leases.workers import release_claimed
 from scheduler.lifecycle import LIVE
 from scheduler.models import Lease
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
@@ -35,7 +35,7 @@ def is_ttl_deletion_of_live_lease(record: dict[str, Any]) -> bool:
 def release_ttl_deleted(
     old_image: dict[str, Any],
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
 ) -> Lease | None:

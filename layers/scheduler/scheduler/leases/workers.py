@@ -8,13 +8,13 @@ from scheduler.clock import Clock
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
 from scheduler.providers.base import failed_request
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 
 logger = Logger(child=True)
 
 
-def remove_worker(lease: Lease, providers: ProviderRegistry, deadline: Deadline | None = None) -> None:
+def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None) -> None:
     """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
@@ -29,7 +29,7 @@ def remove_worker(lease: Lease, providers: ProviderRegistry, deadline: Deadline 
 
 
 def release_claimed(
-    claim: Claim, store: LeaseStore, providers: ProviderRegistry, clock: Clock, deadline: Deadline | None = None
+    claim: Claim, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline | None = None
 ) -> Lease:
     """Remove the claimed lease's worker, then record the outcome the claim names."""
     remove_worker(claim.lease, providers, deadline)
