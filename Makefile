@@ -91,8 +91,8 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint
 build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PATH)
 	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
-unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker)
-	@$(PY) -m pytest tests/unit
+unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker; the `slow` load and fuzz tests are left to `make test`)
+	@$(PY) -m pytest tests/unit -m "not slow"
 
 unit-botocore-floor: $(FLOOR_VENV)/.installed $(DYNALITE) ## The unit tests on the oldest boto3/botocore the functions support
 	@echo "==> pytest tests/unit with $$($(FLOOR_VENV)/bin/python -c 'import boto3, botocore; print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}")')"

@@ -1,11 +1,11 @@
-"""The TLS Docker host and the local stack for the end-to-end benchmarks, and where the machine's CPU went.
+"""The TLS Docker host and the local stack for the end-to-end benchmarks, and the HTTP calls they make.
 
-- `docker_target()`: the Docker host named by DOCKER_HOST/DOCKER_TLS_VERIFY/DOCKER_CERT_PATH (what
-  `make bench` passes down, so every benchmark shares one host), else a fresh loopback TLS dev
-  host (devstack.docker_host) started here and stopped afterwards. The busybox worker images are
-  imported either way.
+- `docker_target()`: the Docker host named by DOCKER_HOST/DOCKER_CERT_PATH (what `make bench` passes
+  down, so every benchmark shares one host), else a fresh loopback TLS dev host (devstack.docker_host)
+  started here and stopped afterwards. The busybox worker images are imported either way.
 - `running_stack()`: `python -m devstack` (tests.support.stack.start_stack) on that host.
-- `CpuSnapshot` / `cpu_by_group()`: CPU seconds per process group between two snapshots of /proc.
+- `api_session()`, `lease_cycle()`, `live_leases()`: the lease API as the load benchmarks drive it;
+  `run_cycles()`: N create → remove cycles at a concurrency, each thread with its own connection.
 """
 
 from __future__ import annotations
@@ -14,34 +14,40 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO
+import requests
 
-DOCKER_API_VERSION = None  # negotiated with the engine, as the local-docker driver does
-MANAGED_LABEL = "openalice.scheduler/managed"  # scheduler.providers.base.MANAGED_LABEL
-LEASE_ID_LABEL = "openalice.scheduler/lease-id"  # scheduler.providers.base.LEASE_ID_LABEL
+from scheduler.providers.base import LEASE_ID_LABEL, MANAGED_LABEL
+
+LEASE_BODY = {"kind": "renderer", "ttl_seconds": 300}
 
 
 @dataclass
 class DockerTarget:
     env: dict[str, str]  # DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH
     images: dict[str, str]  # kind → image tag the stack runs
-    started_here: bool
 
     def client(self, timeout: int = 60) -> Any:
-        """A docker.DockerClient verifying the host against its own CA, as the driver does."""
+        """A docker.DockerClient verifying the host against its own CA, its API version negotiated."""
         from devstack.docker_host import tls_client
 
-        return tls_client(self.env["DOCKER_HOST"], Path(self.env["DOCKER_CERT_PATH"]), DOCKER_API_VERSION, timeout)
+        return tls_client(self.env["DOCKER_HOST"], Path(self.env["DOCKER_CERT_PATH"]), None, timeout)
 
-    def cli_env(self) -> dict[str, str]:
-        """The environment for the `docker` CLI on this host."""
-        return {**os.environ, **self.env}
+    def managed_containers(self) -> dict[str, str]:
+        """Lease id (or container id) → container name of every managed container, running or not."""
+        client = self.client()
+        try:
+            listed = client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
+            return {container.labels.get(LEASE_ID_LABEL, container.id): container.name for container in listed}
+        finally:
+            client.close()
 
 
 def docker_prerequisites() -> str | None:
@@ -62,19 +68,14 @@ def docker_target() -> Iterator[DockerTarget]:
     """The TLS Docker host from the environment, or one started (and stopped) here."""
     from devstack.docker_host import ensure_worker_images, start_tls_docker_host
 
-    host = None
-    state_dir = None
+    host, state_dir = None, None
     if os.environ.get("DOCKER_HOST") and os.environ.get("DOCKER_CERT_PATH"):
-        env = {
-            "DOCKER_HOST": os.environ["DOCKER_HOST"],
-            "DOCKER_TLS_VERIFY": "1",
-            "DOCKER_CERT_PATH": os.environ["DOCKER_CERT_PATH"],
-        }
+        env = {key: os.environ[key] for key in ("DOCKER_HOST", "DOCKER_CERT_PATH")} | {"DOCKER_TLS_VERIFY": "1"}
     else:
         state_dir = Path(tempfile.mkdtemp(prefix="openalice-bench-docker-"))
         host = start_tls_docker_host(state_dir)
         env = host.env()
-    target = DockerTarget(env, {}, started_here=host is not None)
+    target = DockerTarget(env, {})
     try:
         client = target.client()
         try:
@@ -95,106 +96,155 @@ def running_stack(target: DockerTarget, extra_env: dict[str, str], ttl_lag_secon
     from tests.support.stack import start_stack
 
     state_dir = Path(tempfile.mkdtemp(prefix="openalice-bench-stack-"))
-    env = {
-        "RENDERER_IMAGE": target.images["renderer"],
-        "ANIM_IMAGE": target.images["anim"],
-        "RECONCILE_INTERVAL_SECONDS": "3600",
-        **extra_env,
-    }
+    env = {"RENDERER_IMAGE": target.images["renderer"], "ANIM_IMAGE": target.images["anim"]}
+    env |= {"RECONCILE_INTERVAL_SECONDS": "3600", **extra_env}
     stack = start_stack(state_dir, docker_env=target.env, extra_env=env, ttl_lag_seconds=ttl_lag_seconds, timeout=180)
     try:
         yield stack
     finally:
         stack.stop()
+        stack.final_log = stack.logs()  # what it printed on stop too, before its state dir goes
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-def repo() -> Path:
-    return REPO
+def api_session(secret: str, pool: int = 1) -> requests.Session:
+    """A keep-alive session with the internal secret, never a proxy (the calls stay on loopback)."""
+    session = requests.Session()
+    session.trust_env = False
+    session.headers["X-Internal-Secret"] = secret
+    adapter = requests.adapters.HTTPAdapter(pool_connections=pool, pool_maxsize=pool)
+    session.mount("http://", adapter)
+    return session
 
 
-# --- where the CPU went --------------------------------------------------------------------------
+class CycleFailed(Exception):
+    """An acquire or release answered another status than 201 / 204 (`.key`: `acquire 503 no_capacity`)."""
 
-_TICK = os.sysconf("SC_CLK_TCK")
-_DOCKER = ("dockerd", "containerd", "containerd-shim", "runc", "docker-init", "docker-proxy")
+    def __init__(self, key: str, acquire_ms: float | None = None) -> None:
+        super().__init__(key)
+        self.key = key
+        self.acquire_ms = acquire_ms
+
+
+def error_key(operation: str, response: requests.Response) -> str:
+    """`acquire 503 no_capacity`; API Gateway's own answers carry a message instead of a code."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    code = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        code = code or (f"gateway: {body['message']}" if "message" in body else None)
+    return f"{operation} {response.status_code} {code or 'no error body'}"
+
+
+def lease_cycle(session: requests.Session, url: str, timeout: float = 60.0) -> tuple[str, float, float]:
+    """One acquire → release: (lease id, acquire ms, release ms); CycleFailed names a refused step."""
+    started = time.perf_counter()
+    response = session.post(url + "/v1/lease", json=LEASE_BODY, timeout=timeout)
+    acquired = time.perf_counter()
+    if response.status_code != 201:
+        raise CycleFailed(error_key("acquire", response))
+    lease_id = str(response.json()["lease"]["lease_id"])
+    response = session.delete(f"{url}/v1/lease/{lease_id}", timeout=timeout)
+    if response.status_code != 204:
+        raise CycleFailed(error_key("release", response), (acquired - started) * 1000)
+    return lease_id, (acquired - started) * 1000, (time.perf_counter() - acquired) * 1000
+
+
+def live_leases(session: requests.Session, url: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Every lease `GET /v1/leases` lists, all pages."""
+    leases: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        response = session.get(url + "/v1/leases", params=params, timeout=timeout)
+        response.raise_for_status()
+        body = response.json()
+        leases.extend(body["leases"])
+        if not body.get("next_token"):
+            return leases
+        params["next_token"] = body["next_token"]
 
 
 @dataclass
-class CpuSnapshot:
-    """Per-process CPU seconds (utime + stime), parent and start time, and the machine's busy/idle ticks."""
+class Cycles:
+    """What a run of create → remove cycles measured; every update happens under `lock`."""
 
-    processes: dict[int, tuple[str, int, float, int]]
-    busy: float
-    idle: float
-    children: float  # this process's reaped children (the docker CLI runs)
-
-    @classmethod
-    def take(cls) -> CpuSnapshot:
-        import resource
-
-        processes: dict[int, tuple[str, int, float, int]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                text = (entry / "stat").read_text()
-                comm = text[text.index("(") + 1 : text.rindex(")")]
-                rest = text[text.rindex(")") + 2 :].split()
-                processes[int(entry.name)] = (
-                    comm,
-                    int(rest[1]),
-                    (int(rest[11]) + int(rest[12])) / _TICK,
-                    int(rest[19]),
-                )
-        ticks = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
-        idle = (ticks[3] + ticks[4]) / _TICK
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return cls(processes, sum(ticks) / _TICK - idle, idle, usage.ru_utime + usage.ru_stime)
+    create_ms: list[float] = field(default_factory=list)
+    remove_ms: list[float] = field(default_factory=list)
+    cycle_ms: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    lease_ids: set[str] = field(default_factory=set)
+    issued: int = 0
+    finished: int = 0
+    in_flight: int = 0
+    seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def _group(pid: int, processes: dict[int, tuple[str, int, float, int]], stack_pid: int | None) -> str:
-    if pid == os.getpid():
-        return "bench driver"
-    if pid == stack_pid:
-        return "local stack process (gateway, moto, pollers)"
-    current, hops = pid, 0
-    while current > 1 and current in processes and hops < 64:
-        comm, parent, _, _ = processes[current]
-        if current == stack_pid:
-            return "local stack function environments"
-        if comm.startswith(_DOCKER):
-            return "docker engine (dockerd, containerd, shims)"
-        if current == os.getpid():
-            return "bench driver"
-        current, hops = parent, hops + 1
-    return "other processes on the machine"
+def run_cycles(
+    step: Callable[[Any], tuple[str | None, float, float]],
+    count: int,
+    concurrency: int,
+    resource: Callable[[], Any] = lambda: None,
+    tick: Callable[[Cycles, threading.Event], None] | None = None,
+) -> Cycles:
+    """`count` cycles of `step(resource)` → (lease id, create ms, remove ms) on `concurrency` threads.
 
+    A failed step is counted by its error and the run goes on. `tick` is called every 0.1 s from this
+    thread; setting the event it gets stops new cycles (those in flight finish). Ctrl-C does the same;
+    a second Ctrl-C abandons the cycles in flight.
+    """
+    result, stop = Cycles(), threading.Event()
 
-def cpu_by_group(before: CpuSnapshot, after: CpuSnapshot, stack_pid: int | None) -> dict[str, Any]:
-    """CPU seconds each group used between the snapshots, and the machine's busy share."""
-    groups: dict[str, float] = {}
-    for pid, (_, _, cpu, started) in after.processes.items():
-        previous = before.processes.get(pid)
-        used = cpu - previous[2] if previous is not None and previous[3] == started else cpu
-        name = _group(pid, after.processes, stack_pid)
-        groups[name] = groups.get(name, 0.0) + max(0.0, used)
-    children = after.children - before.children
-    if children > 0:
-        groups["bench driver's exited children (docker CLI)"] = children
-    busy = after.busy - before.busy
-    groups["exited processes (runc, shims; not attributable)"] = max(0.0, busy - sum(groups.values()))
-    wall = (after.busy + after.idle) - (before.busy + before.idle)
-    return {
-        "busy_share": round(busy / wall, 3) if wall else None,
-        "busy_cpu_seconds": round(busy, 2),
-        "by_group_cpu_seconds": {name: round(value, 2) for name, value in sorted(groups.items())},
-    }
+    def worker() -> None:
+        handle = resource()
+        try:
+            while not stop.is_set():
+                with result.lock:
+                    if result.issued >= count:
+                        return
+                    result.issued += 1
+                    result.in_flight += 1
+                started = time.perf_counter()
+                try:
+                    lease_id, create, remove = step(handle)
+                except Exception as error:  # noqa: BLE001 - counted, the run goes on
+                    with result.lock:
+                        result.errors[
+                            error.key
+                            if isinstance(error, CycleFailed)
+                            else f"{type(error).__name__}: {str(error)[:100]}"
+                        ] += 1
+                        if isinstance(error, CycleFailed) and error.acquire_ms is not None:
+                            result.create_ms.append(error.acquire_ms)
+                        result.in_flight, result.finished = result.in_flight - 1, result.finished + 1
+                    continue
+                with result.lock:
+                    result.create_ms.append(create)
+                    result.remove_ms.append(remove)
+                    result.cycle_ms.append((time.perf_counter() - started) * 1000)
+                    result.lease_ids.update([lease_id] if lease_id else [])
+                    result.in_flight, result.finished = result.in_flight - 1, result.finished + 1
+        finally:
+            if handle is not None:
+                handle.close()
 
-
-def wait_until(check: Any, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(interval)
-    return bool(check())
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        try:
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            if stop.is_set():
+                break
+            print("[bench] interrupted: finishing the cycles in flight (Ctrl-C again to abandon them)", flush=True)
+            stop.set()
+        if tick is not None:
+            tick(result, stop)
+    result.seconds = time.perf_counter() - began
+    return result

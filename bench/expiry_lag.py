@@ -1,12 +1,8 @@
 """Expiry lag: from a lease's `expires_at` to the removal of its container, when nobody releases it.
 
-The local stack runs with `SWEEP_INTERVAL_SECONDS=2` and the emulated TTL deletion lagged far out
-(`LOCAL_TTL_LAG_SECONDS=3600`), so the scheduled sweep — not TTL — ends every lease. 50 leases are
-acquired with TTLs staggered over 2–10 s and never released; the Docker engine's own event stream
-(`destroy` events of managed containers, with the engine's nanosecond timestamps) says when each
-container was removed. Lag = removal time − `expires_at` (whole seconds, as the API returns it).
-Also read from the stack's log: the sweep's own SweepLag metric and how many leases each sweep
-ended. Writes bench/results/expiry_lag.json.
+The local stack sweeps every 2 s with TTL deletion lagged far out, so the sweep ends every lease; 50
+leases with TTLs of 2–10 s are never released; the engine's `destroy` events say when each container
+went. Also the sweep's own SweepLag and how many leases each sweep ended, from its EMF lines.
 
     .venv/bin/python bench/expiry_lag.py [--leases 50 --interval 2]
 """
@@ -14,10 +10,11 @@ ended. Writes bench/results/expiry_lag.json.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -26,18 +23,17 @@ from typing import Any
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "layers" / "scheduler")]
 
-import requests  # noqa: E402
 
-from bench.common import Target, envelope, print_targets, summary, write_result  # noqa: E402
+from bench.common import Target, emf_documents, envelope, print_targets, summary, write_result  # noqa: E402
 from bench.dockerstack import (  # noqa: E402
-    LEASE_ID_LABEL,
-    MANAGED_LABEL,
     DockerTarget,
+    api_session,
     docker_prerequisites,
     docker_target,
     running_stack,
-    wait_until,
 )
+from scheduler.providers.base import LEASE_ID_LABEL, MANAGED_LABEL  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 SLACK_SECONDS = 3.0
 
@@ -85,23 +81,13 @@ def ttl_of(index: int, leases: int) -> int:
 
 def sweep_log(stack: Any, offset: int) -> dict[str, Any]:
     """SweepLag values and leases ended per sweep, from the functions' log lines since `offset`."""
-    with stack.log_path.open("rb") as log:
-        log.seek(offset)
-        text = log.read().decode(errors="replace")
     lags: list[float] = []
     releases: list[float] = []
     per_sweep: list[int] = []
-    for line in text.splitlines():
-        if "{" not in line:
-            continue
-        sweep_line = line.startswith("[SweepExpiredFunction]")
-        try:
-            document = json.loads(line[line.index("{") :])
-        except ValueError:
-            continue
+    for function, document in emf_documents(stack.log_path, offset):
         if "SweepLag" in document:
             lags.append(float(document["SweepLag"]))
-        if sweep_line and "ReleaseLatency" in document:
+        if function == "SweepExpiredFunction" and "ReleaseLatency" in document:
             releases.append(float(document["ReleaseLatency"]))
         if document.get("message") == "sweep finished":
             per_sweep.append(int(document.get("ended", 0)))
@@ -119,9 +105,7 @@ def run(leases: int, interval: int, concurrency: int) -> dict[str, Any]:
     ):
         removals = Removals(target)
         offset = stack.log_path.stat().st_size
-        session = requests.Session()
-        session.trust_env = False
-        session.headers["X-Internal-Secret"] = stack.secret
+        session = api_session(stack.secret, pool=concurrency)
         acquired: dict[str, dict[str, Any]] = {}
         failures: list[str] = []
         lock = threading.Lock()
@@ -146,17 +130,13 @@ def run(leases: int, interval: int, concurrency: int) -> dict[str, Any]:
             list(pool.map(acquire, range(leases)))
         acquire_seconds = time.monotonic() - started
         latest = max((lease["expires_at"] for lease in acquired.values()), default=time.time())
-        wait_until(
-            lambda: set(acquired) <= set(removals.snapshot()),
-            timeout=max(0.0, latest - time.time()) + interval + 60,
-            interval=0.2,
-        )
+        with contextlib.suppress(AssertionError):  # what is left is reported as not removed
+            wait_for(lambda: set(acquired) <= set(removals.snapshot()), max(0.0, latest - time.time()) + interval + 60)
         removed = removals.snapshot()
         removals.close()
-        statuses: dict[str, int] = {}
-        for lease_id in acquired:
-            status = session.get(f"{stack.url}/v1/lease/{lease_id}", timeout=30).json()["lease"]["status"]
-            statuses[status] = statuses.get(status, 0) + 1
+        statuses = Counter(
+            session.get(f"{stack.url}/v1/lease/{i}", timeout=30).json()["lease"]["status"] for i in acquired
+        )
         logged = sweep_log(stack, offset)
     lags = [removed[lease_id] - lease["expires_at"] for lease_id, lease in acquired.items() if lease_id in removed]
     late_acquires = sum(1 for lease in acquired.values() if lease["acquire_seconds"] > lease["ttl_seconds"])
@@ -168,7 +148,7 @@ def run(leases: int, interval: int, concurrency: int) -> dict[str, Any]:
         "containers_removed": len(lags),
         "not_removed": sorted(set(acquired) - set(removed)),
         "lag_seconds": summary(lags, 2),
-        "final_statuses": statuses,
+        "final_statuses": dict(statuses),
         **logged,
     }
 
@@ -188,16 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     measured = run(args.leases, args.interval, args.concurrency)
     lag = measured["lag_seconds"]
-    print(
-        f"expiry lag over {measured['containers_removed']}/{measured['leases_acquired']} leases: "
-        f"p50 {lag['p50']} s, p95 {lag['p95']} s, max {lag['max']} s (min {lag['min']} s)"
-    )
-    releases = measured["sweep_release_latency_ms"]
-    print(f"  each release inside a sweep (serial): p50 {releases['p50']} ms, max {releases['max']} ms")
-    print(
-        f"  acquired in {measured['acquire_seconds']} s; ended per sweep {measured['leases_ended_per_sweep']}; "
-        f"statuses {measured['final_statuses']}; failures {len(measured['acquire_failures'])}"
-    )
     found = [
         Target(
             "expiry lag max",
@@ -208,16 +178,31 @@ def main(argv: list[str] | None = None) -> int:
         ),
         Target("leases whose container was not removed", float(len(measured["not_removed"])), 0.0),
     ]
-    print_targets(found)
     result = {
         **envelope("expiry_lag", parameters | {"local_ttl_lag_seconds": 3600, "acquire_concurrency": args.concurrency}),
         "method": "Docker engine destroy events (timeNano) of managed containers minus the lease's expires_at",
         **measured,
         "targets": [target.as_dict() for target in found],
     }
-    path = write_result("expiry_lag", result, args.json)
-    print(f"wrote {path}")
+    print("\n".join(report(result)))
+    print_targets(found)
+    print(f"wrote {write_result('expiry_lag', result, args.json)}")
     return 0
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    """The summary's section: the lag of every lease, and what the sweeps did."""
+    lag = result["lag_seconds"]
+    return [
+        "## Expiry lag",
+        "",
+        f"{result['containers_removed']}/{result['leases_acquired']} containers removed; lag p50 {lag['p50']} s, "
+        f"p95 {lag['p95']} s, max {lag['max']} s (sweep every {result['parameters']['sweep_interval_seconds']} s); "
+        f"leases ended per sweep {result.get('leases_ended_per_sweep')}; each release inside a sweep p50 "
+        f"{result.get('sweep_release_latency_ms', {}).get('p50')} ms (one after another); acquired in "
+        f"{result['acquire_seconds']} s; statuses {result['final_statuses']}; "
+        f"failures {len(result['acquire_failures'])}.",
+    ]
 
 
 if __name__ == "__main__":

@@ -1,18 +1,9 @@
 """Handler overhead: the time a warm invocation spends in our code, DynamoDB and provider calls excluded.
 
-Every HTTP handler runs in-process, warm (its init and a warm-up already done), against the
-embedded DynamoDB in a child process (so moto never holds this process's GIL) with an in-memory
-provider behind the production InstrumentedProvider. For each invocation:
-
-    overhead = handler wall time − wall time inside botocore `_make_api_call` − time inside the provider
-
-`_make_api_call` covers all of a DynamoDB call (parameter validation, serialisation, signing, the
-HTTP round trip, parsing), so botocore's client-side work is excluded too; it is reported apart
-(`botocore_client_ms`: `_make_api_call` minus its HTTP send). The same subtraction on thread CPU
-time is reported as `overhead_cpu_ms`: on a busy shared machine wall time also counts time the
-process waited for a core, CPU time does not. Log lines and EMF documents are written to
-/dev/null through file descriptor 1, as Lambda's runtime takes them through a pipe.
-Writes bench/results/overhead.json.
+Every HTTP handler runs in-process and warm (bench/handlers.py). Per invocation, overhead = handler
+wall time − wall time inside botocore `_make_api_call` − time inside the provider; the same on thread
+CPU time (`overhead_cpu_ms`), and botocore's client-side work apart (`botocore_client_ms`). Logs and
+EMF go to a file through fd 1, as Lambda's runtime takes them through a pipe.
 
     .venv/bin/python bench/overhead.py [--iterations 300]
 """
@@ -32,29 +23,23 @@ from typing import Any
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "layers" / "scheduler")]
 
-from bench.common import BusyMeter, Target, envelope, print_targets, quiet_stdout, summary, write_result  # noqa: E402
-from bench.handlers import (  # noqa: E402
-    DynamoDB,
-    Handlers,
-    acquire_event,
-    lease_body,
-    list_event,
-    load_event,
+from bench.common import (  # noqa: E402
+    CpuSnapshot,
+    Target,
+    busy_since,
+    envelope,
+    functions,
+    print_targets,
+    quiet_stdout,
+    summary,
+    write_result,
 )
+from bench.handlers import DynamoDB, Handlers, acquire_event, lease_body, list_event, load_event  # noqa: E402
 
 P50_LIMIT_MS = 2.0
 P99_LIMIT_MS = 10.0
-ENDPOINTS = (
-    "health",
-    "authorizer",
-    "acquire",
-    "acquire (Idempotency-Key)",
-    "get",
-    "list",
-    "renew",
-    "release",
-)
 TARGET_ENDPOINTS = ("health", "acquire", "acquire (Idempotency-Key)", "get", "list", "renew", "release")
+ENDPOINTS = ("health", "authorizer", *TARGET_ENDPOINTS[1:])
 
 
 class Recorder:
@@ -71,18 +56,9 @@ class Recorder:
 
     def _last_error(self) -> dict[str, Any]:
         """The last ERROR log line the handlers wrote (its exception), for the results."""
-        import json
-
-        if self.log_path is None or not self.log_path.exists():
-            return {}
-        for line in reversed(self.log_path.read_text(errors="replace").splitlines()[-200:]):
-            if '"level":"ERROR"' in line:
-                try:
-                    document = json.loads(line)
-                except ValueError:
-                    return {"log": line[-2000:]}
-                return {"exception": str(document.get("exception", ""))[-2000:], "message": document.get("message")}
-        return {}
+        lines = self.log_path.read_text(errors="replace").splitlines()[-200:] if self.log_path else []
+        errors = [line for line in lines if '"level":"ERROR"' in line]
+        return {"log": errors[-1][-2000:]} if errors else {}
 
     def call(self, endpoint: str, function: str, event: dict[str, Any], status: int) -> dict[str, Any]:
         meter = self.handlers.meter
@@ -125,12 +101,8 @@ class Recorder:
         self.call("list", "list_leases", list_event(owner_id="anim-service", limit="50"), 200)
         self.call("renew", "renew_lease", load_event("renew_lease", lease_id), 200)
         self.call("release", "release_lease", load_event("release_lease", lease_id), 204)
-        keyed = self.call(
-            "acquire (Idempotency-Key)",
-            "acquire_lease",
-            acquire_event(lease_body(), idempotency_key=uuid.uuid4().hex),
-            201,
-        )
+        keyed_event = acquire_event(lease_body(), idempotency_key=uuid.uuid4().hex)
+        keyed = self.call("acquire (Idempotency-Key)", "acquire_lease", keyed_event, 201)
         keyed_id = json.loads(keyed["body"])["lease"]["lease_id"]
         self.call("release", "release_lease", load_event("release_lease", keyed_id), 204)
         self.ended.extend([lease_id, keyed_id])
@@ -138,7 +110,7 @@ class Recorder:
     def clean_up(self) -> None:
         """Delete ended leases and idempotency records (unmeasured): moto copies every table on each
         transaction, so a growing table would slow the run down without changing our code's time."""
-        client = self.handlers.modules["acquire_lease"].store.client
+        client = self.handlers.modules["acquire_lease"].runtime.store.client
         tables = self.handlers.tables
         for lease_id in self.ended:
             client.delete_item(TableName=tables["LEASES_TABLE"], Key={"lease_id": {"S": lease_id}})
@@ -157,7 +129,7 @@ def run(iterations: int, warmup: int, live_leases: int) -> dict[str, Any]:
     database = DynamoDB()
     log_path = Path(tempfile.mkdtemp(prefix="openalice-overhead-")) / "handlers.log"
     try:
-        with quiet_stdout(log_path), Handlers(database, names=tuple(_functions())) as handlers:
+        with quiet_stdout(log_path), Handlers(database, names=functions(http_only=True)) as handlers:
             for _ in range(live_leases):  # the list endpoint answers a realistic page
                 handlers.acquire(lease_body())
             recorder = Recorder(handlers)
@@ -167,7 +139,7 @@ def run(iterations: int, warmup: int, live_leases: int) -> dict[str, Any]:
                     with contextlib.suppress(_Unexpected):
                         recorder.iteration()
                     recorder.clean_up()
-                busy = BusyMeter()
+                busy = CpuSnapshot.take()
                 started = time.perf_counter()
                 for _ in range(iterations):
                     recorder.recording = True
@@ -176,7 +148,7 @@ def run(iterations: int, warmup: int, live_leases: int) -> dict[str, Any]:
                     recorder.recording = False
                     recorder.clean_up()
                 seconds = time.perf_counter() - started
-                machine_load = busy.stop()
+                machine_load = busy_since(busy)
     finally:
         database.stop()
         log_path.unlink(missing_ok=True)
@@ -196,22 +168,18 @@ def run(iterations: int, warmup: int, live_leases: int) -> dict[str, Any]:
     }
 
 
-def _functions() -> list[str]:
-    return ["health", "authorizer", "acquire_lease", "list_leases", "get_lease", "release_lease", "renew_lease"]
-
-
 def targets(endpoints: dict[str, Any]) -> list[Target]:
-    found: list[Target] = []
-    for endpoint in TARGET_ENDPOINTS:
-        overhead = endpoints[endpoint]["overhead_ms"]
-        cpu = endpoints[endpoint]["overhead_cpu_ms"]
-        found.append(
-            Target(f"{endpoint}: overhead p50", overhead["p50"], P50_LIMIT_MS, "ms", note=f"CPU p50 {cpu['p50']} ms")
+    return [
+        Target(
+            f"{endpoint}: overhead {p}",
+            endpoints[endpoint]["overhead_ms"][p],
+            limit,
+            "ms",
+            note=f"CPU {p} {endpoints[endpoint]['overhead_cpu_ms'][p]} ms",
         )
-        found.append(
-            Target(f"{endpoint}: overhead p99", overhead["p99"], P99_LIMIT_MS, "ms", note=f"CPU p99 {cpu['p99']} ms")
-        )
-    return found
+        for endpoint in TARGET_ENDPOINTS
+        for p, limit in (("p50", P50_LIMIT_MS), ("p99", P99_LIMIT_MS))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,29 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measured = run(args.iterations, args.warmup, args.live_leases)
     endpoints = measured["endpoints"]
-    print(f"Handler overhead, warm, in-process ({args.iterations} rounds, {measured['seconds']} s)")
-    print(
-        f"  {'endpoint':<27}{'n':>5}{'p50':>7}{'p95':>7}{'p99':>7}{'max':>8}{'cpu p50':>9}{'cpu p99':>9}"
-        f"{'total p50':>11}{'ddb p50':>9}{'botocore':>10}"
-    )
-    for endpoint, figures in endpoints.items():
-        overhead, cpu = figures["overhead_ms"], figures["overhead_cpu_ms"]
-        print(
-            f"  {endpoint:<27}{overhead['count']:>5}{overhead['p50']:>7.2f}{overhead['p95']:>7.2f}"
-            f"{overhead['p99']:>7.2f}{overhead['max']:>8.2f}{cpu['p50']:>9.2f}{cpu['p99']:>9.2f}"
-            f"{figures['total_ms']['p50']:>11.2f}{figures['dynamodb_ms']['p50']:>9.2f}"
-            f"{figures['botocore_client_ms']['p50']:>10.2f}"
-        )
-    print(f"  machine during the run: {measured['machine_during_run']}")
     for error in measured["unexpected_answers"]:
-        print(f"  UNEXPECTED: {error['endpoint']} answered {error['status']}: {error.get('message')}")
-        print("    " + str(error.get("exception", ""))[-800:].replace("\n", "\n    "))
+        print(f"  UNEXPECTED: {error['endpoint']} answered {error['status']}: {error.get('log', '')[-800:]}")
     found = targets(endpoints)
-    print_targets(found)
     result = {
         **envelope(
-            "overhead",
-            {"iterations": args.iterations, "warmup": args.warmup, "live_leases_listed": args.live_leases},
+            "overhead", {"iterations": args.iterations, "warmup": args.warmup, "live_leases_listed": args.live_leases}
         ),
         "method": (
             "handler wall time minus wall time inside botocore BaseClient._make_api_call and the provider's "
@@ -254,9 +205,29 @@ def main(argv: list[str] | None = None) -> int:
         **measured,
         "targets": [target.as_dict() for target in found],
     }
-    path = write_result("overhead", result, args.json)
-    print(f"wrote {path}")
+    print("\n".join(report(result)))
+    print_targets(found)
+    print(f"wrote {write_result('overhead', result, args.json)}")
     return 0
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    """The summary's section: each endpoint's overhead percentiles, wall and CPU."""
+    lines = [
+        "## Handler overhead (warm, in-process, DynamoDB and provider time excluded)",
+        "",
+        f"{result['parameters']['iterations']} rounds; machine busy {result['machine_during_run'].get('busy_share')}.",
+        "",
+        "| endpoint | n | p50 ms | p95 ms | p99 ms | max ms | CPU p50 ms | CPU p99 ms | botocore client p50 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for endpoint, figures in result["endpoints"].items():
+        overhead, cpu = figures["overhead_ms"], figures["overhead_cpu_ms"]
+        lines.append(
+            f"| {endpoint} | {overhead['count']} | {overhead['p50']} | {overhead['p95']} | {overhead['p99']} | "
+            f"{overhead['max']} | {cpu['p50']} | {cpu['p99']} | {figures['botocore_client_ms']['p50']} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":

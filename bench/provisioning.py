@@ -1,24 +1,10 @@
-"""Provisioning overhead vs the engine: lease cycles through the local stack against raw Docker, same host, same run.
+"""Provisioning overhead vs the engine: lease cycles through the local stack against raw Docker, same host.
 
-On the TLS Docker host (a fresh loopback dev host, or the one DOCKER_HOST/DOCKER_CERT_PATH name),
-at concurrency 1 and 8, blocks of cycles of three kinds:
-
-- `stack`: `POST /v1/lease` then `DELETE /v1/lease/{id}` through the local stack (`python -m
-  devstack`: gateway, authorizer, one process per function environment, moto, the local-docker
-  driver over mutual TLS);
-- `raw-cli`: `docker run -d --network none <worker image>` then `docker rm -f <id>` through the
-  same TLS engine — the issue's baseline;
-- `raw-api`: the same two steps as Engine API calls (create + start, remove with force) over one
-  kept-alive TLS connection per thread, as the driver makes them — a stricter baseline without
-  the CLI's process start.
-
-Blocks alternate (every kind at one concurrency, in a shuffled order, then the next; the whole
-sequence four times, in short blocks) so drift on a shared machine lands on all kinds alike; each
-repetition's ratios are reported too, with the CPU other processes took during each stack block. A warm-up block first
-starts the stack's function environments. Per block: cycles/s, create (acquire) and remove
-(release) latency, and CPU seconds per cycle by process group; from the stack's own EMF log
-lines, the driver's ProvisionLatency/ReleaseLatency inside acquire/release. Leaks are checked at
-the end. Writes bench/results/provisioning.json.
+At concurrency 1 and 8, shuffled blocks of three kinds, four times over after a warm-up: `stack`
+(acquire → release through `python -m devstack`), `raw-cli` (`docker run -d` + `docker rm -f`, the
+issue's baseline) and `raw-api` (Engine API create + start / remove over one kept-alive TLS
+connection). Per block: cycles/s, latencies, CPU per cycle by process group; from the stack's EMF
+lines the driver's own ProvisionLatency/ReleaseLatency; leaks at the end. Details: bench/README.md.
 
     .venv/bin/python bench/provisioning.py [--cycles-c1 15 --cycles-c8 40 --reps 2]
 """
@@ -26,206 +12,126 @@ the end. Writes bench/results/provisioning.json.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "layers" / "scheduler")]
 
-import requests  # noqa: E402
-
-from bench.common import Target, envelope, print_targets, summary, write_result  # noqa: E402
-from bench.dockerstack import (  # noqa: E402
-    MANAGED_LABEL,
+from bench.common import (  # noqa: E402  # noqa: E402
     CpuSnapshot,
-    DockerTarget,
+    Target,
+    cell,
     cpu_by_group,
+    emf_documents,
+    envelope,
+    function_lines,
+    print_targets,
+    summary,
+    write_result,
+)
+from bench.dockerstack import (  # noqa: E402  # noqa: E402
+    LEASE_BODY,
+    Cycles,
+    DockerTarget,
+    api_session,
     docker_prerequisites,
     docker_target,
+    lease_cycle,
+    run_cycles,
     running_stack,
 )
 
 RAW_LABEL = "openalice.bench/raw"
-LEASE_BODY = {"kind": "renderer", "ttl_seconds": 300}
 THROUGHPUT_RATIO = 0.7
 ACQUIRE_EXTRA_MS = 60.0
 MODES = ("stack", "raw-cli", "raw-api")
+OTHERS = "other processes on the machine"
 
 
 @dataclass
 class Block:
     mode: str
     concurrency: int
-    cycles: int
-    create_ms: list[float] = field(default_factory=list)
-    remove_ms: list[float] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
-    seconds: float = 0.0
-    cpu: dict[str, Any] = field(default_factory=dict)
-    log_bytes: Counter[str] = field(default_factory=Counter)  # stack only: bytes each function printed
-    provision_ms: list[float] = field(default_factory=list)  # the driver's own ProvisionLatency (stack only)
-    release_ms: list[float] = field(default_factory=list)  # the driver's own ReleaseLatency (stack only)
+    run: Cycles
+    cpu: dict[str, Any]
+    provision_ms: list[float]  # the driver's own ProvisionLatency (stack only)
+    release_ms: list[float]  # the driver's own ReleaseLatency (stack only)
+    log_bytes: Counter[str]  # stack only: bytes each function printed
+
+    @property
+    def rate(self) -> float:
+        return len(self.run.create_ms) / self.run.seconds if self.run.seconds else 0.0
 
 
 class Runner:
     """Runs blocks of create → remove cycles of one kind at one concurrency."""
 
-    def __init__(self, target: DockerTarget, stack: Any, image: str) -> None:
-        self.target = target
-        self.stack = stack
-        self.image = image
-        self._log_offset = 0
+    def __init__(self, target: DockerTarget, stack: Any) -> None:
+        self.target, self.stack, self.image = target, stack, target.images["renderer"]
 
-    # One cycle's two steps per kind; each returns (create ms, remove ms) or raises.
+    def _stack_cycle(self, session: Any) -> tuple[str | None, float, float]:
+        return lease_cycle(session, self.stack.url)
 
-    def _stack_cycle(self, session: requests.Session) -> tuple[float, float]:
+    def _cli_cycle(self, _: Any) -> tuple[str | None, float, float]:
+        def docker(*arguments: str) -> str:
+            done = subprocess.run(
+                ["docker", *arguments], env={**os.environ, **self.target.env}, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"docker {arguments[0]}: {done.stderr.strip()[:120]}")
+            return done.stdout.strip()
+
         started = time.perf_counter()
-        response = session.post(self.stack.url + "/v1/lease", json=LEASE_BODY, timeout=60)
+        container = docker("run", "-d", "--network", "none", "--label", f"{RAW_LABEL}=true", self.image)
         created = time.perf_counter()
-        if response.status_code != 201:
-            raise RuntimeError(f"acquire {response.status_code} {response.text[:120]}")
-        lease_id = response.json()["lease"]["lease_id"]
-        response = session.delete(f"{self.stack.url}/v1/lease/{lease_id}", timeout=60)
-        removed = time.perf_counter()
-        if response.status_code != 204:
-            raise RuntimeError(f"release {response.status_code} {response.text[:120]}")
-        return (created - started) * 1000, (removed - created) * 1000
+        docker("rm", "-f", container)
+        return None, (created - started) * 1000, (time.perf_counter() - created) * 1000
 
-    def _cli_cycle(self, _: Any) -> tuple[float, float]:
-        env = self.target.cli_env()
-        started = time.perf_counter()
-        run = ["docker", "run", "-d", "--network", "none", "--label", f"{RAW_LABEL}=true", self.image]
-        done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
-        created = time.perf_counter()
-        if done.returncode != 0:
-            raise RuntimeError(f"docker run: {done.stderr.strip()[:120]}")
-        removed_run = subprocess.run(
-            ["docker", "rm", "-f", done.stdout.strip()], env=env, capture_output=True, text=True, timeout=60
-        )
-        removed = time.perf_counter()
-        if removed_run.returncode != 0:
-            raise RuntimeError(f"docker rm: {removed_run.stderr.strip()[:120]}")
-        return (created - started) * 1000, (removed - created) * 1000
-
-    def _api_cycle(self, client: Any) -> tuple[float, float]:
-        api = client.api
-        started = time.perf_counter()
-        created = api.create_container(
-            image=self.image,
-            labels={RAW_LABEL: "true"},
-            host_config=api.create_host_config(network_mode="none"),
-            detach=True,
-        )
+    def _api_cycle(self, client: Any) -> tuple[str | None, float, float]:
+        api, started = client.api, time.perf_counter()
+        host_config = api.create_host_config(network_mode="none")
+        created = api.create_container(image=self.image, labels={RAW_LABEL: "true"}, host_config=host_config)
         api.start(created["Id"])
         done = time.perf_counter()
         api.remove_container(created["Id"], force=True)
-        removed = time.perf_counter()
-        return (done - started) * 1000, (removed - done) * 1000
-
-    def _resource(self, mode: str) -> Any:
-        if mode == "stack":
-            session = requests.Session()
-            session.trust_env = False
-            session.headers["X-Internal-Secret"] = self.stack.secret
-            return session
-        if mode == "raw-api":
-            return self.target.client(timeout=60)
-        return None
+        return None, (done - started) * 1000, (time.perf_counter() - done) * 1000
 
     def run_block(self, mode: str, concurrency: int, cycles: int) -> Block:
-        block = Block(mode, concurrency, cycles)
         step = {"stack": self._stack_cycle, "raw-cli": self._cli_cycle, "raw-api": self._api_cycle}[mode]
-        lock = threading.Lock()
-        issued = 0
-
-        def worker() -> None:
-            nonlocal issued
-            resource = self._resource(mode)
-            try:
-                while True:
-                    with lock:
-                        if issued >= cycles:
-                            return
-                        issued += 1
-                    try:
-                        create, remove = step(resource)
-                    except Exception as error:  # noqa: BLE001 - counted, the block goes on
-                        with lock:
-                            block.errors[f"{type(error).__name__}: {str(error)[:100]}"] += 1
-                        continue
-                    with lock:
-                        block.create_ms.append(create)
-                        block.remove_ms.append(remove)
-            finally:
-                if resource is not None:
-                    resource.close()
-
-        log_offset = self._log_size()
-        before = CpuSnapshot.take()
-        started = time.perf_counter()
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        block.seconds = time.perf_counter() - started
-        block.cpu = cpu_by_group(before, CpuSnapshot.take(), self.stack.process.pid)
-        if mode == "stack":
-            block.provision_ms, block.release_ms, block.log_bytes = self._from_log(log_offset)
+        resource = {"stack": lambda: api_session(self.stack.secret), "raw-api": lambda: self.target.client(60)}
+        offset, before = self.stack.log_path.stat().st_size, CpuSnapshot.take()
+        run = run_cycles(step, cycles, concurrency, resource.get(mode, lambda: None))
+        block = Block(
+            mode, concurrency, run, cpu_by_group(before, CpuSnapshot.take(), self.stack.process.pid), [], [], Counter()
+        )
+        if mode == "stack":  # what CloudWatch Logs would ingest (less Lambda's START/END/REPORT), and the EMF
+            for function, line in function_lines(self.stack.log_path, offset):
+                block.log_bytes[function] += len(line.encode()) + 1
+            for _, document in emf_documents(self.stack.log_path, offset):
+                block.provision_ms += [float(document["ProvisionLatency"])] if "ProvisionLatency" in document else []
+                block.release_ms += [float(document["ReleaseLatency"])] if "ReleaseLatency" in document else []
         return block
-
-    def _log_size(self) -> int:
-        return self.stack.log_path.stat().st_size
-
-    def _from_log(self, offset: int) -> tuple[list[float], list[float], Counter[str]]:
-        """Since `offset`: ProvisionLatency and ReleaseLatency (ms) from the functions' EMF documents, and
-        the bytes each function wrote (log lines + EMF: what CloudWatch Logs would ingest, less Lambda's
-        own START/END/REPORT lines)."""
-        with self.stack.log_path.open("rb") as log:
-            log.seek(offset)
-            text = log.read().decode(errors="replace")
-        provision, release = [], []
-        written: Counter[str] = Counter()
-        for line in text.splitlines():
-            if line.startswith("[") and "] " in line:
-                function, rest = line[1:].split("] ", 1)
-                if function.endswith("Function"):
-                    written[function] += len(rest.encode()) + 1
-            if "Latency" not in line or "{" not in line:
-                continue
-            try:
-                document = json.loads(line[line.index("{") :])
-            except ValueError:
-                continue
-            if "ProvisionLatency" in document:
-                provision.append(float(document["ProvisionLatency"]))
-            if "ReleaseLatency" in document:
-                release.append(float(document["ReleaseLatency"]))
-        return provision, release, written
 
 
 def combine(blocks: list[Block]) -> dict[str, Any]:
     """Pooled figures of the blocks of one kind and concurrency."""
-    create = [value for block in blocks for value in block.create_ms]
-    remove = [value for block in blocks for value in block.remove_ms]
-    seconds = sum(block.seconds for block in blocks)
-    cycles = len(create)
-    cpu: dict[str, float] = defaultdict(float)
-    for block in blocks:
-        for name, value in block.cpu.get("by_group_cpu_seconds", {}).items():
-            cpu[name] += value
+    create = [value for block in blocks for value in block.run.create_ms]
+    remove = [value for block in blocks for value in block.run.remove_ms]
+    seconds, cycles = sum(block.run.seconds for block in blocks), len(create)
+    cpu: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     for block in blocks:
-        errors.update(block.errors)
+        cpu.update(block.cpu.get("by_group_cpu_seconds", {}))
+        errors.update(block.run.errors)
     result: dict[str, Any] = {
         "cycles_ok": cycles,
         "seconds": round(seconds, 2),
@@ -238,18 +144,15 @@ def combine(blocks: list[Block]) -> dict[str, Any]:
     }
     provision = [value for block in blocks for value in block.provision_ms]
     if provision:
-        release = [value for block in blocks for value in block.release_ms]
         result["driver_provision_ms"] = summary(provision, 1)
-        result["driver_release_ms"] = summary(release, 1)
+        result["driver_release_ms"] = summary([value for block in blocks for value in block.release_ms], 1)
         result["acquire_minus_driver_p50_ms"] = round(
             result["create_ms"]["p50"] - result["driver_provision_ms"]["p50"], 1
         )
         result["release_minus_driver_p50_ms"] = round(
             result["remove_ms"]["p50"] - result["driver_release_ms"]["p50"], 1
         )
-        written: Counter[str] = Counter()
-        for block in blocks:
-            written.update(block.log_bytes)
+        written = sum((block.log_bytes for block in blocks), Counter())
         result["log_bytes_per_cycle"] = {name: round(value / max(1, cycles)) for name, value in sorted(written.items())}
     return result
 
@@ -261,13 +164,13 @@ def per_rep(blocks: dict[tuple[int, str], list[Block]]) -> dict[str, dict[str, A
     for concurrency in (1, 8):
         stack = blocks[(concurrency, "stack")]
         for raw in ("raw-cli", "raw-api"):
-            ratios, extras = [], []
-            for mine, theirs in zip(stack, blocks[(concurrency, raw)], strict=True):
-                if mine.create_ms and theirs.create_ms and mine.seconds and theirs.seconds:
-                    ratios.append(
-                        round((len(mine.create_ms) / mine.seconds) / (len(theirs.create_ms) / theirs.seconds), 3)
-                    )
-                    extras.append(round(summary(mine.create_ms)["p50"] - summary(theirs.create_ms)["p50"], 1))
+            pairs = [(mine, theirs) for mine, theirs in zip(stack, blocks[(concurrency, raw)], strict=True)]
+            pairs = [(mine, theirs) for mine, theirs in pairs if mine.rate and theirs.rate]
+            ratios = [round(mine.rate / theirs.rate, 3) for mine, theirs in pairs]
+            extras = [
+                round(summary(mine.run.create_ms)["p50"] - summary(theirs.run.create_ms)["p50"], 1)
+                for mine, theirs in pairs
+            ]
             found[f"c={concurrency} vs {raw}"] = {
                 "throughput_ratio": ratios,
                 "acquire_minus_create_p50_ms": extras,
@@ -275,9 +178,9 @@ def per_rep(blocks: dict[tuple[int, str], list[Block]]) -> dict[str, dict[str, A
                 "median_acquire_minus_create_p50_ms": round(statistics.median(extras), 1) if extras else None,
                 "other_processes_cpu_ms_per_cycle": [
                     round(
-                        block.cpu.get("by_group_cpu_seconds", {}).get("other processes on the machine", 0.0)
+                        block.cpu.get("by_group_cpu_seconds", {}).get(OTHERS, 0.0)
                         * 1000
-                        / max(1, len(block.create_ms)),
+                        / max(1, len(block.run.create_ms)),
                         1,
                     )
                     for block in stack
@@ -299,38 +202,48 @@ def targets(results: dict[str, dict[str, Any]], reps: dict[str, dict[str, Any]] 
                     f"; per repetition {rep['throughput_ratio']} (median {rep['median_throughput_ratio']}), "
                     f"{rep['acquire_minus_create_p50_ms']} ms (median {rep['median_acquire_minus_create_p50_ms']})"
                 )
-            found.append(
+            rates, creates = (
+                (stack["cycles_per_second"], baseline["cycles_per_second"]),
+                (stack["create_ms"]["p50"], baseline["create_ms"]["p50"]),
+            )
+            found += [
                 Target(
                     f"c={concurrency}: lease throughput ÷ {raw} throughput",
-                    round(stack["cycles_per_second"] / baseline["cycles_per_second"], 3),
+                    round(rates[0] / rates[1], 3),
                     THROUGHPUT_RATIO,
                     "×",
                     at_least=True,
-                    note=f"{stack['cycles_per_second']} vs {baseline['cycles_per_second']} cycles/s; {note}",
-                )
-            )
-            found.append(
+                    note=f"{rates[0]} vs {rates[1]} cycles/s; {note}",
+                ),
                 Target(
                     f"c={concurrency}: acquire p50 − {raw} create+start p50",
-                    round(stack["create_ms"]["p50"] - baseline["create_ms"]["p50"], 1),
+                    round(creates[0] - creates[1], 1),
                     ACQUIRE_EXTRA_MS,
                     "ms",
-                    note=f"{stack['create_ms']['p50']} vs {baseline['create_ms']['p50']} ms; {note}",
-                )
-            )
+                    note=f"{creates[0]} vs {creates[1]} ms; {note}",
+                ),
+            ]
     return found
 
 
-def leaks(target: DockerTarget) -> dict[str, int]:
-    client = target.client()
-    try:
-        managed = client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=true"})
-        raw = client.containers.list(all=True, filters={"label": f"{RAW_LABEL}=true"})
-        for container in raw:
-            container.remove(force=True)
-        return {"managed_containers_left": len(managed), "raw_containers_left": len(raw)}
-    finally:
-        client.close()
+def report(result: dict[str, Any]) -> list[str]:
+    """The summary's section: each kind at each concurrency, and the leaks."""
+    lines = [
+        "## Provisioning vs the engine",
+        "",
+        "| concurrency | kind | cycles/s | create p50 ms | create p95 ms | remove p50 ms | "
+        "driver provision p50 ms | acquire − driver p50 ms | CPU ms per cycle |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for concurrency, by_mode in result["results"].items():
+        for mode, figures in by_mode.items():
+            lines.append(
+                f"| {concurrency} | {mode} | {figures['cycles_per_second']} | {figures['create_ms']['p50']} | "
+                f"{figures['create_ms']['p95']} | {figures['remove_ms']['p50']} | "
+                f"{cell(figures.get('driver_provision_ms', {}).get('p50'))} | "
+                f"{cell(figures.get('acquire_minus_driver_p50_ms'))} | {figures['cpu_ms_per_cycle']} |"
+            )
+    return [*lines, "", f"Leaks after the run: {result.get('leaks')}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,85 +255,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    missing = docker_prerequisites()
-    if missing:
+    if missing := docker_prerequisites():
         print(f"provisioning: skipped, no Docker host: {missing}")
-        write_result(
-            "provisioning", {**envelope("provisioning", vars(args) | {"json": None}), "skipped": missing}, args.json
-        )
+        skipped = {**envelope("provisioning", vars(args) | {"json": None}), "skipped": missing}
+        write_result("provisioning", skipped, args.json)
         return 0
     blocks: dict[tuple[int, str], list[Block]] = defaultdict(list)
     rng = random.Random(args.seed)
     with docker_target() as target, running_stack(target, {"SWEEP_INTERVAL_SECONDS": "60"}) as stack:
-        runner = Runner(target, stack, target.images["renderer"])
+        runner = Runner(target, stack)
         print(f"provisioning: stack on {stack.url}, Docker host {target.env['DOCKER_HOST']}", flush=True)
         # Starts the acquire/release function environments a concurrency of 8 needs (their cold starts).
         warm = runner.run_block("stack", 8, args.warmup_cycles)
         runner.run_block("raw-cli", 2, 2)
         runner.run_block("raw-api", 2, 2)
-        print(f"  warm-up: {len(warm.create_ms)} stack cycles, errors {dict(warm.errors)}", flush=True)
+        print(f"  warm-up: {len(warm.run.create_ms)} stack cycles, errors {dict(warm.run.errors)}", flush=True)
         for rep in range(args.reps):
             for concurrency, cycles in ((1, args.cycles_c1), (8, args.cycles_c8)):
-                order = list(MODES)
-                rng.shuffle(order)
-                for mode in order:
+                for mode in rng.sample(MODES, len(MODES)):
                     block = runner.run_block(mode, concurrency, cycles)
                     blocks[(concurrency, mode)].append(block)
-                    rate = len(block.create_ms) / block.seconds
-                    print(
-                        f"  rep {rep + 1} c={concurrency} {mode:<8} {rate:6.2f} cycles/s "
-                        f"create p50 {summary(block.create_ms, 1)['p50']} ms, errors {sum(block.errors.values())}, "
-                        f"busy {block.cpu.get('busy_share')}",
-                        flush=True,
-                    )
-        left = leaks(target)
-    results = {
-        str(concurrency): {mode: combine(blocks[(concurrency, mode)]) for mode in MODES} for concurrency in (1, 8)
-    }
-    for level, by_mode in results.items():
-        print(f"concurrency {level}")
-        for mode, figures in by_mode.items():
-            extra = ""
-            if "driver_provision_ms" in figures:
-                extra = (
-                    f" | driver provision p50 {figures['driver_provision_ms']['p50']} ms, "
-                    f"acquire − driver {figures['acquire_minus_driver_p50_ms']} ms"
-                )
-            print(
-                f"  {mode:<8} {figures['cycles_per_second']:>7} cycles/s  create p50 {figures['create_ms']['p50']:>7} "
-                f"p95 {figures['create_ms']['p95']:>7}  remove p50 {figures['remove_ms']['p50']:>7} ms{extra}"
-            )
-            print(f"           CPU ms/cycle: {figures['cpu_ms_per_cycle']}")
-            if "log_bytes_per_cycle" in figures:
-                print(f"           log bytes/cycle: {figures['log_bytes_per_cycle']}")
-    print(f"leaks: {left}")
+                    print(f"  rep {rep + 1} c={concurrency} {mode:<8} {block.rate:6.2f} cycles/s", flush=True)
+        client = target.client()
+        raw = client.containers.list(all=True, filters={"label": f"{RAW_LABEL}=true"})
+        for container in raw:
+            container.remove(force=True)
+        client.close()
+        left = {"managed_containers_left": len(target.managed_containers()), "raw_containers_left": len(raw)}
+    results = {str(level): {mode: combine(blocks[(level, mode)]) for mode in MODES} for level in (1, 8)}
     repetitions = per_rep(blocks)
-    for name, repetition in repetitions.items():
-        print(
-            f"  {name}: throughput ratio per repetition {repetition['throughput_ratio']}, acquire − create p50 "
-            f"{repetition['acquire_minus_create_p50_ms']} ms; other processes' CPU ms/cycle during the stack "
-            f"blocks {repetition['other_processes_cpu_ms_per_cycle']}"
-        )
     found = targets(results, repetitions)
-    print_targets(found)
+    parameters = {"cycles_per_block": {"1": args.cycles_c1, "8": args.cycles_c8}, "reps": args.reps}
+    parameters |= {"image": target.images["renderer"], "lease_body": LEASE_BODY, "docker_network": "none"}
     result = {
-        **envelope(
-            "provisioning",
-            {
-                "cycles_per_block": {"1": args.cycles_c1, "8": args.cycles_c8},
-                "reps": args.reps,
-                "image": target.images["renderer"],
-                "lease_body": LEASE_BODY,
-                "docker_network": "none (stack: DOCKER_NETWORK=none; raw: --network none)",
-            },
-        ),
+        **envelope("provisioning", parameters),
         "results": results,
         "per_repetition": repetitions,
         "leaks": left,
         "targets": [target_.as_dict() for target_ in found],
     }
-    path = write_result("provisioning", result, args.json)
-    print(f"wrote {path}")
+    print("\n".join(report(result)))
+    print_targets(found)
+    print(f"wrote {write_result('provisioning', result, args.json)}")
     return 0 if not any(left.values()) else 1
 
 

@@ -1,10 +1,7 @@
-"""DynamoDB round trips per operation, counted exactly (botocore `before-call` events, not timing).
+"""DynamoDB round trips per operation, counted exactly from botocore's events (bench/handlers.py).
 
-The real handlers run in-process (their module init included) against the embedded DynamoDB
-with the tables of template.yaml; the provider is an in-memory fake behind the production
-InstrumentedProvider, so every DynamoDB request the service makes is one the count sees.
-Counted per operation: round trips by DynamoDB operation and table, and the item writes inside
-transactions. Writes bench/results/round_trips.json.
+The real handlers run in-process with the in-memory provider behind InstrumentedProvider; also with a
+provider cap, and with a cap and an owner quota. Writes bench/results/round_trips.json.
 
     .venv/bin/python bench/round_trips.py
 """
@@ -26,6 +23,7 @@ from bench.handlers import ApiCalls, DynamoDB, Handlers, lease_body, load_event 
 
 # The issue's limits: lease-store round trips per operation (the idempotency record is counted apart).
 LIMITS = {"acquire": 2, "release": 2, "get": 1, "renew": 1}
+PENDING_ACTIVE = "PutItem (pending) + UpdateItem (activate)"
 
 
 def measure(handlers: Handlers, *, list_pages: int = 3) -> dict[str, Any]:
@@ -94,35 +92,34 @@ LIMIT_CONFIGURATIONS = {
 
 
 def targets(results: dict[str, Any], limited: dict[str, dict[str, Any]] | None = None) -> list[Target]:
-    listed = results["list (per page)"]
+    listed, keyed, acquired = results["list (per page)"], results["acquire with Idempotency-Key"], results["acquire"]
+    record, writes = "powertools: PutItem (INPROGRESS) + UpdateItem (COMPLETED) of the one record", "write round trips"
     found = [
-        Target(
-            "acquire: lease-store write round trips",
-            results["acquire"]["lease_store_write_round_trips"],
-            LIMITS["acquire"],
-            note="PutItem (pending) + UpdateItem (activate)",
-        ),
-        Target("acquire: reads", results["acquire"]["read_round_trips"], 0),
-        Target(
-            "acquire with Idempotency-Key: lease-store write round trips",
-            results["acquire with Idempotency-Key"]["lease_store_write_round_trips"],
-            LIMITS["acquire"],
-        ),
+        Target(f"acquire: lease-store {writes}", acquired["lease_store_write_round_trips"], 2, note=PENDING_ACTIVE),
+        Target("acquire: reads", acquired["read_round_trips"], 0),
+        Target(f"acquire with Idempotency-Key: lease-store {writes}", keyed["lease_store_write_round_trips"], 2),
         Target(
             "acquire with Idempotency-Key: idempotency-record round trips",
-            results["acquire with Idempotency-Key"]["idempotency_round_trips"],
+            keyed["idempotency_round_trips"],
             2,
-            note="powertools: PutItem (INPROGRESS) + UpdateItem (COMPLETED) of the one record",
+            "",
+            note=record,
         ),
-        Target("release: round trips", results["release"]["round_trips"], LIMITS["release"]),
-        Target("get: round trips", results["get"]["round_trips"], LIMITS["get"]),
-        Target("renew: round trips", results["renew"]["round_trips"], LIMITS["renew"]),
+    ]
+    found += [
+        Target(f"{name}: round trips", results[name]["round_trips"], LIMITS[name])
+        for name in ("release", "get", "renew")
+    ]
+    found += [
         Target("list: Query round trips per page", listed["queries_per_page"], 1),
         Target("list: other round trips", listed["round_trips"] - listed["queries"], 0),
     ]
     for name, tallies in (limited or {}).items():
-        found.append(Target(f"[{name}] acquire: round trips", tallies["acquire"]["round_trips"], LIMITS["acquire"]))
-        found.append(Target(f"[{name}] release: round trips", tallies["release"]["round_trips"], LIMITS["release"]))
+        found += [
+            Target(f"[{name}] {op}: round trips", tallies[op]["round_trips"], LIMITS[op])
+            for op in LIMITS
+            if op in tallies
+        ]
     return found
 
 
@@ -131,26 +128,29 @@ def measure_with_limits(database: DynamoDB) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for name, env in LIMIT_CONFIGURATIONS.items():
         with Handlers(database, extra_env=env, names=("acquire_lease", "release_lease")) as handlers:
-            results: dict[str, Any] = {}
-            with handlers.calls.recording() as recorded:
+            with handlers.calls.recording() as acquired:
                 lease = handlers.acquire(lease_body())
-            results["acquire"] = ApiCalls.tally(recorded)
-            with handlers.calls.recording() as recorded:
+            with handlers.calls.recording() as released:
                 handlers.release(lease["lease_id"])
-            results["release"] = ApiCalls.tally(recorded)
-            found[name] = results
+            found[name] = {"acquire": ApiCalls.tally(acquired), "release": ApiCalls.tally(released)}
     return found
 
 
-def print_table(results: dict[str, Any], title: str) -> None:
-    print(title)
-    print(f"  {'operation':<34}{'trips':>6}{'writes':>7}{'items':>7}{'reads':>6}  by operation:table")
-    for name, tally in results.items():
+def report(result: dict[str, Any]) -> list[str]:
+    """The summary's section: every operation's requests, by operation and table."""
+    lines = [
+        "## DynamoDB round trips",
+        "",
+        "| operation | round trips | item writes | by operation:table |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    rows = dict(result["operations"])
+    for configuration, tallies in result.get("with_limits", {}).items():
+        rows.update({f"{operation} [{configuration}]": tally for operation, tally in tallies.items()})
+    for name, tally in rows.items():
         detail = ", ".join(f"{key} ×{value}" for key, value in tally["by_operation_and_table"].items()) or "none"
-        print(
-            f"  {name:<34}{tally['round_trips']:>6}{tally['write_round_trips']:>7}{tally['item_writes']:>7}"
-            f"{tally['read_round_trips']:>6}  {detail}"
-        )
+        lines.append(f"| {name} | {tally['round_trips']} | {tally['item_writes']} | {detail} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,10 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         database.stop()
     found = targets(results, limited)
-    print_table(results, "DynamoDB round trips per operation (default configuration: no caps, no quota)")
-    for name, tallies in limited.items():
-        print_table(tallies, f"With {name} (the counters join one transaction)")
-    print_targets(found)
     result = {
         **envelope("round_trips", {"list_pages": args.list_pages, "provider": "in-memory fake (InstrumentedProvider)"}),
         "method": "botocore before-call.dynamodb.* events on every handler's client: exact request counts",
@@ -178,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         "with_limits": limited,
         "targets": [target.as_dict() for target in found],
     }
-    path = write_result("round_trips", result, args.json)
-    print(f"wrote {path}")
+    print("\n".join(report(result)))
+    print_targets(found)
+    print(f"wrote {write_result('round_trips', result, args.json)}")
     return 0
 
 

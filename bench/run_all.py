@@ -3,7 +3,8 @@
 The Docker benchmarks (provisioning, expiry lag) share one loopback TLS Docker host started here
 (or the one DOCKER_HOST/DOCKER_CERT_PATH name); without dockerd (or root) they are skipped and the
 summary says so. Each benchmark runs in its own process. The exit status is 0 when every benchmark
-ran — a missed target is a finding in the summary, not a failure of the run.
+ran — a missed target is a finding in the summary, not a failure of the run. Each benchmark's own
+section of the summary is its `report()`, which it also prints when run alone.
 
     .venv/bin/python bench/run_all.py                 # full sizes (under 10 minutes on 2 cores)
     .venv/bin/python bench/run_all.py --quick --results-dir /tmp/bench   # tiny sizes (what `make test` runs)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -27,7 +29,7 @@ from typing import Any
 _REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(_REPO), str(_REPO / "layers" / "scheduler")]
 
-from bench.common import RESULTS, machine  # noqa: E402
+from bench.common import RESULTS, cell, machine  # noqa: E402
 
 BENCH = _REPO / "bench"
 # name → (full arguments, quick arguments, needs Docker)
@@ -36,7 +38,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], bool]] = {
         [],
         [
             *("--runs", "1", "--rss-runs", "1", "--importtime-runs", "1"),
-            *("--sites", "venv,lambda-bytecode", "--functions", "health,get_lease,acquire_lease"),
+            *("--functions", "health,get_lease,acquire_lease"),
         ],
         False,
     ),
@@ -54,11 +56,8 @@ BUDGET_SECONDS = 600
 
 
 @contextlib.contextmanager
-def shared_docker_host(needed: bool) -> Iterator[dict[str, str]]:
+def shared_docker_host() -> Iterator[dict[str, str]]:
     """DOCKER_* for the Docker benchmarks: the environment's host, one started here, or none."""
-    if not needed:
-        yield {}
-        return
     from bench.dockerstack import docker_prerequisites, docker_target
 
     if docker_prerequisites() is not None:
@@ -79,7 +78,7 @@ def run(names: list[str], quick: bool, results_dir: Path) -> dict[str, dict[str,
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO / "layers" / "scheduler"), str(_REPO)])}
             if uses_docker:
                 if docker_env is None:  # started when first needed, shared by the Docker benchmarks
-                    docker_env = stack.enter_context(shared_docker_host(True))
+                    docker_env = stack.enter_context(shared_docker_host())
                 env = {key: value for key, value in env.items() if not key.startswith("DOCKER_")} | docker_env
             print(f"==> {name}: {' '.join(command[1:])}", flush=True)
             started = time.monotonic()
@@ -90,39 +89,17 @@ def run(names: list[str], quick: bool, results_dir: Path) -> dict[str, dict[str,
     return runs
 
 
-# --- the summary ---------------------------------------------------------------------------------
-
-
-def _load(results_dir: Path, name: str) -> dict[str, Any] | None:
-    path = results_dir / f"{name}.json"
-    if not path.is_file():
-        return None
-    return dict(json.loads(path.read_text()))
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def _verdict(holds: bool | None) -> str:
-    return {True: "holds", False: "**missed**", None: "n/a"}[holds]
+VERDICT = {True: "holds", False: "**missed**", None: "n/a"}
 
 
 def _targets_table(name: str, result: dict[str, Any], *, rss: bool = True) -> list[str]:
-    rows = []
-    for target in result.get("targets", []):
-        if not rss and "peak RSS" in target["name"]:
-            continue
-        comparison = "≥" if target["comparison"] == ">=" else "≤"
-        rows.append(
-            f"| {name} | {target['name']} | {_cell(target['value'])} {target['unit']} | "
-            f"{comparison} {_cell(target['limit'])} {target['unit']} | {_verdict(target['holds'])} | {target['note']} |"
-        )
-    return rows
+    return [
+        f"| {name} | {target['name']} | {cell(target['value'])} {target['unit']} | "
+        f"{'≥' if target['comparison'] == '>=' else '≤'} {cell(target['limit'])} {target['unit']} | "
+        f"{VERDICT[target['holds']]} | {target['note']} |"
+        for target in result.get("targets", [])
+        if rss or "peak RSS" not in target["name"]
+    ]
 
 
 def summary_markdown(results_dir: Path, runs: dict[str, dict[str, Any]] | None) -> str:
@@ -151,7 +128,10 @@ def summary_markdown(results_dir: Path, runs: dict[str, dict[str, Any]] | None) 
         "| benchmark | target | measured | limit | verdict | note |",
         "| --- | --- | ---: | ---: | --- | --- |",
     ]
-    loaded = {name: _load(results_dir, name) for name in BENCHMARKS}
+    loaded = {}
+    for name in BENCHMARKS:
+        path = results_dir / f"{name}.json"
+        loaded[name] = json.loads(path.read_text()) if path.is_file() else None
     for name, result in loaded.items():
         if result is None:
             lines.append(f"| {name} | – | not run | | n/a | |")
@@ -165,163 +145,16 @@ def summary_markdown(results_dir: Path, runs: dict[str, dict[str, Any]] | None) 
         worst = max(rss, key=lambda t: t["value"] / t["limit"]) if rss else None
         if worst:
             lines.append(
-                f"| cold_start | peak RSS, all {len(rss)} (site, function) pairs | worst {_cell(worst['value'])} MB "
+                f"| cold_start | peak RSS, all {len(rss)} (site, function) pairs | worst {cell(worst['value'])} MB "
                 f"({worst['name']}) | its memory size | "
-                f"{_verdict(all(t['holds'] for t in rss))} | health and authorizer: 128 MB, the rest 256 MB |"
+                f"{VERDICT[all(t['holds'] for t in rss)]} | health and authorizer: 128 MB, the rest 256 MB |"
             )
-    lines += _cold_start_section(cold)
-    lines += _round_trips_section(loaded.get("round_trips"))
-    lines += _overhead_section(loaded.get("overhead"))
-    lines += _provisioning_section(loaded.get("provisioning"))
-    lines += _sweep_section(loaded.get("sweep_cost"))
-    lines += _expiry_section(loaded.get("expiry_lag"))
-    load_md = results_dir / "load.md"
-    if load_md.is_file():
+    for name, result in loaded.items():
+        if result and "skipped" not in result:
+            lines += ["", *importlib.import_module(f"bench.{name}").report(result)]
+    if (results_dir / "load.md").is_file():
         lines += ["", "## Load", "", "See [load.md](load.md) (bench/load.py, not run by `make bench`).", ""]
     return "\n".join(lines) + "\n"
-
-
-def _cold_start_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "results" not in result:
-        return []
-    lines = [
-        "",
-        "## Cold start",
-        "",
-        f"{result['parameters']['runs']} interleaved runs per subject; medians. "
-        f"Machine busy {result.get('machine_during_run', {}).get('busy_share')}.",
-        "",
-    ]
-    for site, by_subject in result["results"].items():
-        bare = by_subject["floor: bare python"]["median_ms"]
-        boto = by_subject["floor: boto3 + DynamoDB client"]["median_ms"]
-        lines += [
-            f"**{site}** — {result['sites'].get(site, '')}",
-            "",
-            "| subject | median ms | CPU ms | × boto3 floor | − bare floor ms | peak RSS MB |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for name, figures in sorted(by_subject.items(), key=lambda item: item[1]["median_ms"]):
-            label = name if figures.get("timed", True) else f"{name} ({figures['runs']} runs)"
-            lines.append(
-                f"| {label} | {figures['median_ms']} | {figures['cpu_median_ms']} | "
-                f"{figures['median_ms'] / boto:.2f} | {figures['median_ms'] - bare:.1f} | {figures['peak_rss_mb']} |"
-            )
-        lines.append("")
-        imports = result.get("importtime", {}).get(site, {})
-        for function in ("get_lease", "acquire_lease"):
-            if function in imports:
-                packages = ", ".join(f"{p['package']} {p['ms']}" for p in imports[function]["by_package_self_ms"][:10])
-                lines.append(f"- importtime {function} (self ms by package): {packages}")
-        lines.append("")
-    return lines
-
-
-def _round_trips_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "operations" not in result:
-        return []
-    lines = [
-        "",
-        "## DynamoDB round trips",
-        "",
-        "| operation | round trips | item writes | by operation:table |",
-        "| --- | ---: | ---: | --- |",
-    ]
-    rows = dict(result["operations"])
-    for configuration, tallies in result.get("with_limits", {}).items():
-        rows.update({f"{operation} [{configuration}]": tally for operation, tally in tallies.items()})
-    for name, tally in rows.items():
-        detail = ", ".join(f"{key} ×{value}" for key, value in tally["by_operation_and_table"].items()) or "none"
-        lines.append(f"| {name} | {tally['round_trips']} | {tally['item_writes']} | {detail} |")
-    return lines
-
-
-def _overhead_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "endpoints" not in result:
-        return []
-    lines = [
-        "",
-        "## Handler overhead (warm, in-process, DynamoDB and provider time excluded)",
-        "",
-        f"{result['parameters']['iterations']} rounds; machine busy {result['machine_during_run'].get('busy_share')}.",
-        "",
-        "| endpoint | n | p50 ms | p95 ms | p99 ms | max ms | CPU p50 ms | CPU p99 ms | botocore client p50 ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for endpoint, figures in result["endpoints"].items():
-        overhead, cpu = figures["overhead_ms"], figures["overhead_cpu_ms"]
-        lines.append(
-            f"| {endpoint} | {overhead['count']} | {overhead['p50']} | {overhead['p95']} | {overhead['p99']} | "
-            f"{overhead['max']} | {cpu['p50']} | {cpu['p99']} | {figures['botocore_client_ms']['p50']} |"
-        )
-    return lines
-
-
-def _provisioning_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "results" not in result:
-        return []
-    lines = [
-        "",
-        "## Provisioning vs the engine",
-        "",
-        "| concurrency | kind | cycles/s | create p50 ms | create p95 ms | remove p50 ms | "
-        "driver provision p50 ms | acquire − driver p50 ms |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for concurrency, by_mode in result["results"].items():
-        for mode, figures in by_mode.items():
-            driver = figures.get("driver_provision_ms", {}).get("p50")
-            lines.append(
-                f"| {concurrency} | {mode} | {figures['cycles_per_second']} | {figures['create_ms']['p50']} | "
-                f"{figures['create_ms']['p95']} | {figures['remove_ms']['p50']} | {_cell(driver)} | "
-                f"{_cell(figures.get('acquire_minus_driver_p50_ms'))} |"
-            )
-    lines.append("")
-    lines.append(f"Leaks after the run: {result.get('leaks')}")
-    return lines
-
-
-def _sweep_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "runs" not in result:
-        return []
-    lines = [
-        "",
-        "## Sweep cost (5 expired leases)",
-        "",
-        "| live leases | cap + quota | sweep Query items | sweep Query RRU | handler items | handler RRU | writes |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for run in result["runs"]:
-        index, handler = run["sweep_index_reads"], run["handler_reads"]
-        lines.append(
-            f"| {run['live_leases']} | {'yes' if run['owner_quota'] else 'no'} | {index['items_scanned']} | "
-            f"{index['read_units']} | {handler['items_scanned']} | {handler['read_units']} | {run['writes']} |"
-        )
-    reconcile = next((run["reconcile"] for run in result["runs"] if "reconcile" in run), None)
-    if reconcile:
-        lines += [
-            "",
-            f"Reconcile pass at the largest size: {reconcile['reads']['requests']} requests, "
-            f"{reconcile['reads']['items_read']} items, {reconcile['reads']['read_units']} RRU, "
-            f"Python heap peak {reconcile['python_heap_peak_mb']} MB "
-            f"({reconcile['python_heap_peak_kb_per_lease']} KB per live lease).",
-        ]
-    return lines
-
-
-def _expiry_section(result: dict[str, Any] | None) -> list[str]:
-    if not result or "lag_seconds" not in result:
-        return []
-    lag = result["lag_seconds"]
-    return [
-        "",
-        "## Expiry lag",
-        "",
-        f"{result['containers_removed']}/{result['leases_acquired']} containers removed; lag p50 {lag['p50']} s, "
-        f"p95 {lag['p95']} s, max {lag['max']} s (sweep every {result['parameters']['sweep_interval_seconds']} s); "
-        f"leases ended per sweep {result.get('leases_ended_per_sweep')}; each release inside a sweep p50 "
-        f"{result.get('sweep_release_latency_ms', {}).get('p50')} ms (one after another).",
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -346,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     summary.write_text(summary_markdown(args.results_dir, runs))
     print(f"wrote {summary}")
     if runs and not args.summary_only:
-        total = sum(run["seconds"] for run in runs.values())
-        print(f"total {total:.0f} s (budget {BUDGET_SECONDS} s)")
+        print(f"total {sum(run['seconds'] for run in runs.values()):.0f} s (budget {BUDGET_SECONDS} s)")
         failed = [name for name, run in runs.items() if run["exit_status"] != 0]
         if failed:
             print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -34,15 +34,8 @@ class TableSnapshots:
         """Write every item of every table (consistent Scan); returns how many items were written."""
         snapshot: dict[str, list[dict[str, Any]]] = {}
         for table in self.tables:
-            items: list[dict[str, Any]] = []
-            request: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-            while True:
-                page = self.client.scan(**request)
-                items += page.get("Items", [])
-                if "LastEvaluatedKey" not in page:
-                    break
-                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-            snapshot[table] = items
+            pages = self.client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+            snapshot[table] = [item for page in pages for item in page.get("Items", [])]
         document = {"format": FORMAT, "saved_at": time.time(), "tables": snapshot}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(self.path.name + ".tmp")

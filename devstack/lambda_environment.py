@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
+# What Lambda's Python runtime sets in every execution environment (a subset; AWS_LAMBDA_FUNCTION_NAME and
+# the memory size come with each function's spec).
+RUNTIME_VARIABLES = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "TZ": ":UTC",
+    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+}
+
 
 @dataclass
 class LambdaContext:
@@ -67,7 +76,9 @@ def serve(connection: Connection, spec: dict[str, Any]) -> None:
     prefix = f"[{spec['logical_id']}] "
     sys.stdout = _PrefixedStream(sys.__stdout__ or sys.stdout, prefix)
     sys.stderr = _PrefixedStream(sys.__stderr__ or sys.stderr, prefix)
-    os.environ.update(spec["environment"])
+    # Only what Lambda itself sets and what the function is given: nothing of the shell that started us.
+    os.environ.clear()
+    os.environ.update({**RUNTIME_VARIABLES, **spec["environment"]})
     sys.path[:0] = [spec["code_dir"], *spec["extra_paths"]]
     try:
         module = importlib.import_module(spec["module"])

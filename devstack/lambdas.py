@@ -38,6 +38,7 @@ class FunctionPool:
     """Warm environments of one function; a new one starts (a cold start) when all are busy."""
 
     def __init__(self, spec: FunctionSpec, environment: dict[str, str], max_environments: int = 16) -> None:
+        """`environment`: every variable the function gets (what the template gives it, resolved locally)."""
         self.spec = spec
         self._environment = environment
         self._max = max_environments
@@ -118,7 +119,6 @@ class FunctionPool:
             "memory_mb": self.spec.memory_mb,
             "extra_paths": [str(LAYER_PATH)] if self.spec.uses_layer else [],
             "environment": {
-                **self.spec.environment,
                 **self._environment,
                 "AWS_LAMBDA_FUNCTION_NAME": self.spec.logical_id,
                 "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.spec.memory_mb),
@@ -148,10 +148,10 @@ class FunctionPool:
 
 
 class LocalLambda:
-    """Every function of the template, invocable by logical id."""
+    """Every function of the template, invocable by logical id, each with its own environment."""
 
-    def __init__(self, functions: dict[str, FunctionSpec], environment: dict[str, str]) -> None:
-        self.pools = {name: FunctionPool(spec, environment) for name, spec in functions.items()}
+    def __init__(self, functions: dict[str, FunctionSpec], environments: dict[str, dict[str, str]]) -> None:
+        self.pools = {name: FunctionPool(spec, environments[name]) for name, spec in functions.items()}
 
     def invoke(self, function: str, event: dict[str, Any], request_id: str | None = None) -> Any:
         """Invoke a function synchronously (RequestResponse)."""

@@ -40,9 +40,19 @@ SCHEDULE_INTERVALS = {
     "SweepExpiredFunction": ("SWEEP_INTERVAL_SECONDS", 60.0),
     "ReconcileWorkersFunction": ("RECONCILE_INTERVAL_SECONDS", 300.0),
 }
-# CA-bundle variables that make `requests` distrust a private CA; the driver ignores them itself,
-# but the functions' other HTTP clients have no business with them on loopback either.
-_CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+# `make run`'s own defaults for template parameters (documented in the README): containers on network
+# `none` (the dev host has no bridge); the worker images are the dev images it imports.
+LOCAL_PARAMETER_DEFAULTS = {"DOCKER_NETWORK": "none"}
+
+
+def local_only_variables() -> dict[str, str]:
+    """The functions' local-only variables (INTERNAL_SECRET, DOCKER_CERT_PATH, RUNPOD_API_KEY, …) that are set."""
+    from scheduler.config import Settings, SettingsSection, provider_settings
+    from scheduler.providers.registry import known_providers
+
+    sections: list[type[SettingsSection]] = [Settings, *(provider_settings(name) for name in known_providers())]
+    names = [variable for section in sections for variable, (source, _) in section.variables().items() if source.local]
+    return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
 def _progress(message: str) -> None:
@@ -215,20 +225,24 @@ class LocalStack:
                 self._on_stop.append(lambda: _progress(note))
             else:
                 self._cleanups.append(target.started.stop)
-        environment = {
-            **{key: value for key, value in os.environ.items() if key not in _CA_BUNDLE_VARIABLES},
+        # Through the documented variables: `make run`'s defaults, and a dev host started here where DOCKER_* stand.
+        for name, value in LOCAL_PARAMETER_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+        os.environ.update(target.environment)
+        local = {
             **FAKE_CREDENTIALS,
-            **target.environment,
             "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
-            **table_names,
+            **local_only_variables(),
             "INTERNAL_SECRET": secret,
-            "DOCKER_NETWORK": os.environ.get("DOCKER_NETWORK", "none"),
-            "POWERTOOLS_METRICS_NAMESPACE": "OpenAliceScheduler",
-            "POWERTOOLS_SERVICE_NAME": "openalice-scheduler",
         }
-        self._write_env_file(environment)
-        lambdas = LocalLambda(self.template.functions, environment)
+        tables = {table_id: table_names[variable] for table_id, variable in self.template.table_variables.items()}
+        environments = {
+            function: {**self.template.environment_of(function, tables), **local}
+            for function in self.template.functions
+        }
+        self._write_env_file(environments["AcquireLeaseFunction"])
+        lambdas = LocalLambda(self.template.functions, environments)
         self._cleanups.append(lambdas.stop)
         for function in ("AuthorizerFunction", "AcquireLeaseFunction"):
             try:

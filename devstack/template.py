@@ -11,15 +11,20 @@ from typing import Any
 
 import yaml
 
+try:
+    from yaml import CSafeLoader as _SafeLoader  # libyaml: parses template.yaml ~10x faster
+except ImportError:  # a PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "template.yaml"
 
 
-class _CfnLoader(yaml.SafeLoader):
+class _CfnLoader(_SafeLoader):
     """A YAML loader that keeps CloudFormation short tags (`!Ref X` → `{"Ref": "X"}`)."""
 
 
-def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+def _construct_tag(loader: yaml.constructor.SafeConstructor, suffix: str, node: yaml.Node) -> dict[str, Any]:
     name = suffix if suffix == "Ref" else f"Fn::{suffix}"
     if isinstance(node, yaml.ScalarNode):
         value: Any = loader.construct_scalar(node)
@@ -33,6 +38,11 @@ def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dic
 
 
 _CfnLoader.add_multi_constructor("!", _construct_tag)
+
+
+def variable_of(parameter: str) -> str:
+    """The variable that stands for a template parameter locally: `DockerHost` → DOCKER_HOST."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", parameter).upper()
 
 
 def load_yaml(path: Path = TEMPLATE) -> dict[str, Any]:
@@ -55,7 +65,7 @@ class FunctionSpec:
     timeout: int
     memory_mb: int
     uses_layer: bool
-    environment: dict[str, str]
+    variables: dict[str, Any]  # as the template sets them (intrinsics unresolved: see SamTemplate.environment_of)
 
 
 @dataclass(frozen=True)
@@ -169,8 +179,7 @@ class SamTemplate:
 
     def parameter(self, name: str) -> Any:
         """A template parameter: the environment's `UPPER_SNAKE` variable if set, else its default."""
-        variable = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
-        value = os.environ.get(variable)
+        value = os.environ.get(variable_of(name))
         return value if value is not None else self.parameters.get(name)
 
     def resolve(self, value: Any) -> Any:
@@ -189,6 +198,31 @@ class SamTemplate:
         if isinstance(value, list):
             return [self.resolve(item) for item in value]
         return value
+
+    def environment_of(self, function: str, resources: dict[str, str]) -> dict[str, str]:
+        """The variables the template gives `function`, as a deployed stack resolves them, locally.
+
+        A parameter is its variable's value when set, else its default (`parameter`); a resource is its
+        local stand-in from `resources` (the tables, by logical id); a resource that exists only in AWS
+        (a Secrets Manager secret) and AWS::NoValue leave the variable out.
+        """
+        environment: dict[str, str] = {}
+        for name, raw in self.functions[function].variables.items():
+            value = self._local_value(raw, resources)
+            if value is not None:
+                environment[name] = value
+        return environment
+
+    def _local_value(self, raw: Any, resources: dict[str, str]) -> str | None:
+        if isinstance(raw, dict) and set(raw) == {"Fn::If"}:
+            condition, when_true, when_false = raw["Fn::If"]
+            return self._local_value(when_true if self.condition(condition) else when_false, resources)
+        if isinstance(raw, dict) and set(raw) == {"Ref"}:
+            if raw["Ref"] in self.parameters:
+                value = self.resolve(raw)
+                return ",".join(value) if isinstance(value, list) else ("" if value is None else str(value))
+            return resources.get(raw["Ref"])
+        return str(raw) if isinstance(raw, str | int) else None
 
     def condition(self, name: str) -> bool:
         """Evaluate a template condition built from Equals/Not/Join over parameters."""
@@ -239,7 +273,7 @@ class SamTemplate:
             timeout=int(props.get("Timeout", globals_.get("Timeout", 3))),
             memory_mb=int(props.get("MemorySize", globals_.get("MemorySize", 128))),
             uses_layer=bool(props.get("Layers")),
-            environment={key: str(value) for key, value in environment.items() if isinstance(value, str | int)},
+            variables=environment,
         )
         for event in props.get("Events", {}).values():
             event_props = event.get("Properties", {})

@@ -32,17 +32,15 @@ class TtlEmulator:
     def run_once(self, now: float | None = None) -> int:
         """One pass of the TTL process; returns how many items it deleted."""
         cutoff = int((now or time.time()) - self._lag)
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "FilterExpression": "#ttl < :cutoff",
-            "ExpressionAttributeNames": {"#ttl": self._attribute},
-            "ExpressionAttributeValues": {":cutoff": {"N": str(cutoff)}},
-            "ProjectionExpression": "#key",
-        }
-        request["ExpressionAttributeNames"]["#key"] = self._key
+        pages = self._client.get_paginator("scan").paginate(
+            TableName=self._table,
+            FilterExpression="#ttl < :cutoff",
+            ExpressionAttributeNames={"#ttl": self._attribute, "#key": self._key},
+            ExpressionAttributeValues={":cutoff": {"N": str(cutoff)}},
+            ProjectionExpression="#key",
+        )
         deleted = 0
-        while True:
-            page = self._client.scan(**request)
+        for page in pages:
             for item in page.get("Items", []):
                 key_value = item[self._key]["S"]
                 with self._lock:
@@ -60,9 +58,7 @@ class TtlEmulator:
                 except self._client.exceptions.ConditionalCheckFailedException:
                     with self._lock:
                         self._deleted.discard(key_value)
-            if "LastEvaluatedKey" not in page:
-                return deleted
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return deleted
 
     def mark_if_ttl_deletion(self, record: dict[str, Any]) -> dict[str, Any]:
         """Add the TTL service identity to a REMOVE stream record this emulator caused."""

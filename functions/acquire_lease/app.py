@@ -3,22 +3,19 @@
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 
-from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
-from scheduler.errors import SchedulerError
+from scheduler.leases.acquire import acquire, new_lease_id
+from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
 from scheduler.models import LeaseRequest
-from scheduler.observability import emit
-from scheduler.runtime import idempotent_acquire, lease_limits, lease_store, provider_registry, request_deadline
+from scheduler.observability.metrics import count
+from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
-providers = provider_registry()
-providers.warm()  # the acquire path always calls a provider: pay its SDK import at init, not per request
-limits = lease_limits()
-acquire_once = idempotent_acquire(store, providers, limits)
+# The acquire path always calls a provider: its SDK is imported at init, not on the first request.
+runtime = Runtime.from_environment().warm("store", "providers", "limits", "idempotency")
+runtime.providers.warm()
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -27,23 +24,24 @@ acquire_once = idempotent_acquire(store, providers, limits)
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the LeaseRequest, acquire (provider calls end before API Gateway's 30 s), answer 201."""
     deadline = request_deadline(context)
-    lease_request = request.json_body(LeaseRequest)
-    lease_id = leases.new_lease_id()
-    logger.append_keys(
-        lease_id=lease_id,
-        **{key: value for key in ("owner_id", "correlation_id") if (value := getattr(lease_request, key))},
-    )
+    body = request.json_body(LeaseRequest)
+    logger.append_keys(**{key: value for key in ("owner_id", "correlation_id") if (value := getattr(body, key))})
+    lease_id = new_lease_id()
+
+    def fresh() -> AcquireOutcome:
+        logger.append_keys(lease_id=lease_id)  # only a lease made now has this id
+        return acquire(body, runtime.store, runtime.providers, runtime.limits, runtime.clock, lease_id, deadline)
+
     key = request.header("Idempotency-Key")
-    try:
-        if key is not None:
-            body = acquire_once(key, lease_request, lease_id, context, deadline)
-        else:
-            lease = leases.acquire(lease_request, store, providers, limits, lease_id=lease_id, deadline=deadline)
-            body = {"lease": lease.wire(), "provider": lease.provider}
-    except SchedulerError as error:
-        if error.details and "lease_id" in error.details:  # a lease row was recorded, then failed
-            emit("LeaseFailed", MetricUnit.Count, 1, provider="none", kind=lease_request.kind.value)
-        raise
-    emit("LeaseAcquired", MetricUnit.Count, 1, provider=str(body["provider"]), kind=lease_request.kind.value)
-    logger.info("lease acquired", extra={"lease_id": body["lease"]["lease_id"], "provider": body["provider"]})
-    return json_response(201, body)
+    outcome = fresh() if key is None else runtime.idempotency(key, body, fresh, context, deadline)
+    if isinstance(outcome, NotAcquired):
+        if outcome.ended:
+            count(runtime.metrics, "LeaseFailed", provider="none", kind=body.kind.value)
+        raise outcome.error
+    if isinstance(outcome, Replayed):
+        logger.append_keys(lease_id=outcome.lease_id)
+        logger.info("lease answered again for a repeated Idempotency-Key", extra={"lease_id": outcome.lease_id})
+    else:
+        count(runtime.metrics, "LeaseAcquired", provider=outcome.lease.provider, kind=body.kind.value)
+        logger.info("lease acquired", extra={"lease_id": outcome.lease.lease_id, "provider": outcome.lease.provider})
+    return json_response(201, outcome.body())

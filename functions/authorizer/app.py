@@ -5,22 +5,28 @@ when this function says no.
 """
 
 import hmac
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.errors import ConfigurationError
+from scheduler.runtime import Runtime
+
 logger = Logger()
-_SECRET_ARN = os.environ.get("INTERNAL_SECRET_ARN", "")
+runtime = Runtime.from_environment()
 
 
-def _expected_secret() -> bytes:
-    if _SECRET_ARN:
+def expected_secret() -> bytes:
+    """INTERNAL_SECRET_ARN's secret (AWS), else INTERNAL_SECRET (local)."""
+    settings = runtime.settings
+    if settings.internal_secret_arn:
         from aws_lambda_powertools.utilities import parameters
 
         # Cached for five minutes: a rotated secret takes effect within that, without a redeploy.
-        return str(parameters.get_secret(_SECRET_ARN, max_age=300)).encode()
-    return os.environ["INTERNAL_SECRET"].encode()
+        return str(parameters.get_secret(settings.internal_secret_arn, max_age=300)).encode()
+    if settings.internal_secret is None:
+        raise ConfigurationError("neither INTERNAL_SECRET_ARN nor INTERNAL_SECRET is set")
+    return settings.internal_secret.get_secret_value().encode()
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -28,7 +34,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, bool]:
     """Authorize when the header equals the secret, compared in constant time."""
     headers = {key.lower(): value for key, value in (event.get("headers") or {}).items()}
     provided = str(headers.get("x-internal-secret", "")).encode()
-    authorized = bool(provided) and hmac.compare_digest(provided, _expected_secret())
+    authorized = bool(provided) and hmac.compare_digest(provided, expected_secret())
     if not authorized:
         logger.info("request refused by authorizer", extra={"route": event.get("routeKey")})
     return {"isAuthorized": authorized}

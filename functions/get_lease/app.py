@@ -8,25 +8,15 @@ The driver (and the Docker SDK) loads only when such a lease is first read.
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 
-from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
-from scheduler.models import Lease
-from scheduler.observability import emit, lease_ended
-from scheduler.runtime import lease_store, request_deadline, worker_read_check
+from scheduler.leases.reads import get
+from scheduler.observability.metrics import count, lease_ended
+from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
-
-
-def _ended_on_read(lease: Lease) -> None:
-    lease_ended(lease)
-    emit("GhostLease", MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
-
-
-check = worker_read_check(store, on_end=_ended_on_read)
+runtime = Runtime.from_environment().warm("store", "read_check")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -36,4 +26,8 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Answer 200 with the lease or 404."""
     lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
-    return json_response(200, {"lease": leases.get(lease_id, store, check, request_deadline(context)).wire()})
+    read = get(lease_id, runtime.store, runtime.read_check, request_deadline(context))
+    if read.ended_now:
+        lease_ended(runtime.metrics, read.lease)
+        count(runtime.metrics, "GhostLease", provider=read.lease.provider, kind=read.lease.kind.value)
+    return json_response(200, {"lease": read.lease.wire()})

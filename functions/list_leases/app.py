@@ -4,14 +4,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.leases.reads import list_live
 from scheduler.models import ListFilter
-from scheduler.runtime import lease_store
+from scheduler.runtime import Runtime
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
+runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -20,5 +20,5 @@ store = lease_store()
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Filter by owner, kind or provider; page with limit and next_token."""
     query = parse_model(ListFilter, dict(request.queryStringParameters), what="query")
-    page, next_token = leases.list_live(query, store)
+    page, next_token = list_live(query, runtime.store, runtime.clock)
     return json_response(200, {"leases": [lease.wire() for lease in page], "next_token": next_token})

@@ -4,14 +4,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler import leases
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.leases.renew import renew
 from scheduler.models import RenewRequest
-from scheduler.runtime import lease_store
+from scheduler.runtime import Runtime
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
+runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -23,5 +23,5 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    lease = leases.renew(lease_id, owner, renewal.ttl_seconds, store)
+    lease = renew(lease_id, owner, renewal.ttl_seconds, runtime.store, runtime.clock)
     return json_response(200, {"lease": lease.wire()})

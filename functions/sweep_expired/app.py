@@ -6,15 +6,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from scheduler import expiry, liveness
-from scheduler.observability import emit, lease_ended
-from scheduler.runtime import background_deadline, lease_limits, lease_store, provider_registry
+from scheduler.leases.liveness import fail_stopped_workers
+from scheduler.leases.sweep import sweep
+from scheduler.observability.metrics import count, lease_ended
+from scheduler.runtime import Runtime, background_deadline
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
-providers = provider_registry()
-limits = lease_limits()
+runtime = Runtime.from_environment().warm("store", "providers", "limits")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -22,19 +21,20 @@ limits = lease_limits()
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report what it ended, how late, and how many leases are live."""
     deadline = background_deadline(context)
-    report = expiry.sweep(store, providers, deadline=deadline)
+    store, providers, emitted = runtime.store, runtime.providers, runtime.metrics
+    report = sweep(store, providers, runtime.clock, deadline=deadline)
     for lease, lag in zip(report.ended, report.lag_seconds, strict=True):
-        lease_ended(lease)
-        emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
-    stopped = liveness.fail_stopped_workers(store, providers, deadline=deadline)
+        lease_ended(emitted, lease)
+        emitted.emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
+    stopped = fail_stopped_workers(store, providers, runtime.clock, deadline=deadline)
     for lease in stopped.ended:
-        lease_ended(lease)
-        emit("GhostLease", MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
+        lease_ended(emitted, lease)
+        count(emitted, "GhostLease", provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
-    if limits.provider_caps:  # counted providers: an exact figure every minute (else the reconciler's)
-        capped = [f"provider#{name}" for name in limits.provider_caps]
+    if runtime.limits.provider_caps:  # counted providers: an exact figure every minute (else the reconciler's)
+        capped = [f"provider#{name}" for name in runtime.limits.provider_caps]
         for counter, live in store.counters(capped).items():
-            emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
+            emitted.emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
     logger.info(
         "sweep finished",
         extra={"ended": len(report.ended), "failed": len(report.failed_releases), "stopped": len(stopped.ended)},

@@ -12,31 +12,15 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from scheduler import expiry
 from scheduler.deadline import Deadline
-from scheduler.observability import lease_ended
-from scheduler.runtime import background_deadline, lease_store, provider_registry
+from scheduler.leases.ttl_stream import is_ttl_deletion_of_live_lease, release_ttl_deleted
+from scheduler.observability.metrics import lease_ended
+from scheduler.runtime import Runtime, background_deadline
 
 logger = Logger()
 metrics = Metrics()
-store = lease_store()
-providers = provider_registry()
+runtime = Runtime.from_environment().warm("store", "providers")
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
-
-_TTL_PRINCIPAL = "dynamodb.amazonaws.com"
-_LIVE = {"pending", "active", "releasing"}
-
-
-def is_ttl_deletion_of_live_lease(raw: dict[str, Any]) -> bool:
-    """True for a REMOVE made by DynamoDB's TTL process of a lease that was still live."""
-    identity = raw.get("userIdentity") or {}
-    old_status = raw.get("dynamodb", {}).get("OldImage", {}).get("status", {}).get("S")
-    return (
-        raw.get("eventName") == "REMOVE"
-        and identity.get("type") == "Service"
-        and identity.get("principalId") == _TTL_PRINCIPAL
-        and old_status in _LIVE
-    )
 
 
 def release_record(record: DynamoDBRecord, deadline: Deadline | None = None) -> None:
@@ -44,9 +28,10 @@ def release_record(record: DynamoDBRecord, deadline: Deadline | None = None) -> 
     raw = record.raw_event
     if not is_ttl_deletion_of_live_lease(raw):
         return
-    lease = expiry.release_ttl_deleted(raw["dynamodb"]["OldImage"], store, providers, deadline=deadline)
+    old_image = raw["dynamodb"]["OldImage"]
+    lease = release_ttl_deleted(old_image, runtime.store, runtime.providers, runtime.clock, deadline)
     if lease is not None:
-        lease_ended(lease)
+        lease_ended(runtime.metrics, lease)
         logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
 
 

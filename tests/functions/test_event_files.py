@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,10 +18,14 @@ import pytest
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
+from devstack.template import SamTemplate
+from scheduler.config import Settings
+from scheduler.runtime import Runtime
 from tests.support.tables import create_all_tables
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 SAMPLE_LEASE_ID = "3f2b8c1e-6d4a-4f7b-9c2e-1a5d7e9b0c42"
+FUNCTIONS = sorted(spec.code_dir.name for spec in SamTemplate.load().functions.values())
 
 
 def load_event(name: str, lease_id: str | None = None) -> dict[str, Any]:
@@ -32,7 +37,12 @@ def load_event(name: str, lease_id: str | None = None) -> dict[str, Any]:
 
 
 def context(name: str) -> LambdaContext:
-    return LambdaContext(function_name=name, memory_limit_in_mb=256, aws_request_id="req-1", deadline_epoch_ms=2**62)
+    return LambdaContext(
+        function_name=name,
+        memory_limit_in_mb=256,
+        aws_request_id="req-1",
+        deadline_epoch_ms=int((time.time() + 30) * 1000),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,29 +62,15 @@ def functions(docker_host: Any) -> Iterator[dict[str, ModuleType]]:
         "POWERTOOLS_SERVICE_NAME": "openalice-scheduler",
         "POWERTOOLS_METRICS_NAMESPACE": "OpenAliceScheduler",
     }
+    settings = Settings.from_environ(env)
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
+        for key, value in env.items():  # what each module's init reads, wherever it is imported first
             patch.setenv(key, value)
-        from scheduler.config import get_settings
-
-        get_settings.cache_clear()
-        modules = {
-            name: importlib.import_module(f"functions.{name}.app")
-            for name in (
-                "health",
-                "authorizer",
-                "acquire_lease",
-                "list_leases",
-                "get_lease",
-                "release_lease",
-                "renew_lease",
-                "sweep_expired",
-                "reconcile_workers",
-                "ttl_stream",
-            )
-        }
+        modules = {name: importlib.import_module(f"functions.{name}.app") for name in FUNCTIONS}
+        for module in modules.values():
+            if hasattr(module, "runtime"):  # every function but health: its dependencies, from this environment
+                patch.setattr(module, "runtime", Runtime(settings))
         yield modules
-        get_settings.cache_clear()
     database.stop()
 
 
@@ -127,7 +123,7 @@ def test_ttl_stream_event_releases_the_deleted_lease_worker(
     lease = json.loads(acquired["body"])["lease"]
     event = load_event("ttl_stream.json", lease["lease_id"])
     event["Records"][0]["dynamodb"]["OldImage"]["provider_token"] = {"S": lease["provider_token"]}
-    store = functions["ttl_stream"].store
+    store = functions["ttl_stream"].runtime.store
     store.client.delete_item(TableName=store.table_name, Key={"lease_id": {"S": lease["lease_id"]}})
 
     response = invoke(functions, "ttl_stream", event)

@@ -1,12 +1,13 @@
 """200 concurrent acquires against a cap of 10, DynamoDB answering conflicts and throttling (DYNAMODB_FAULTS):
-exactly 10 granted, the rest 503 no_capacity, no other 5xx, counters exact, nothing leaked (bench/contention.py)."""
+exactly 10 granted, the rest 503 no_capacity, no other 5xx, counters exact, nothing leaked
+(tests/support/contention.py; bench/contention.py runs it at full size)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench.contention import run
+from tests.support.contention import run
 from tests.support.stack import start_stack
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from devstack.docker_host import generate_untrusted_client
-from scheduler.models import LeaseStatus
+from scheduler.lifecycle import LeaseStatus
 from tests.support.engine29_proxy import Engine29Proxy
 from tests.support.silent_engine import SilentEngine
 from tests.support.stack import RunningStack, start_stack

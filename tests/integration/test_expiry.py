@@ -229,7 +229,8 @@ def test_crash_between_provision_and_activation_leaves_nothing_behind(
     reconciling_stack: RunningStack, docker_client: Any
 ) -> None:
     """A pending row plus its container, as an acquire killed right after the create leaves them."""
-    from scheduler.models import Lease, LeaseStatus, WorkerKind
+    from scheduler.lifecycle import LeaseStatus
+    from scheduler.models import Lease, WorkerKind
 
     store = reconciling_stack.lease_store()
     lease_id = str(uuid.uuid4())

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
-import sys
-import uuid
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -18,11 +17,15 @@ import requests
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
-from scheduler import leases, reconcile
-from scheduler.config import Settings, get_settings
+from scheduler.config import Settings
 from scheduler.errors import NoCapacity
-from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.leases import reconcile
+from scheduler.leases.acquire import acquire
+from scheduler.leases.outcomes import lease_or_raise
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
 from tests.support.tables import create_all_tables
 
@@ -31,15 +34,11 @@ EVENTS = REPO / "events"
 MANAGED = "openalice.scheduler/managed=true"
 
 
-def _fresh_handler(function: str) -> ModuleType:
-    """A new copy of a function's module, initialised from the current environment (a cold start)."""
-    get_settings.cache_clear()
-    name = f"fresh_{function}_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(name, REPO / "functions" / function / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+def _cold_handler(function: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A function's module on a runtime built now from the environment, warmed as its init warms it."""
+    module = importlib.import_module(f"functions.{function}.app")
+    runtime = Runtime(Settings.from_environ(dict(os.environ))).warm("store", "providers", "limits", "idempotency")
+    monkeypatch.setattr(module, "runtime", runtime)
     return module
 
 
@@ -59,7 +58,6 @@ def environment(docker_host: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[E
         monkeypatch.setenv(key, value)
     yield database
     database.stop()
-    get_settings.cache_clear()
 
 
 def _acquire_event() -> dict[str, Any]:
@@ -67,13 +65,15 @@ def _acquire_event() -> dict[str, Any]:
 
 
 def test_acquire_with_the_store_unreachable_answers_503_and_starts_nothing(
-    environment: EmbeddedDynamoDB, docker_client: Any
+    environment: EmbeddedDynamoDB, docker_client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handler = _fresh_handler("acquire_lease")
+    handler = _cold_handler("acquire_lease", monkeypatch)
     before = docker_client.containers.list(all=True, filters={"label": MANAGED})
     environment.stop()  # the embedded DynamoDB goes away after the function's cold start
 
-    response = handler.lambda_handler(_acquire_event(), LambdaContext("AcquireLeaseFunction", 256, "r1", 2**62))
+    response = handler.lambda_handler(
+        _acquire_event(), LambdaContext("AcquireLeaseFunction", 256, "r1", int((time.time() + 30) * 1000))
+    )
 
     assert response["statusCode"] == 503
     error = json.loads(response["body"])["error"]
@@ -86,7 +86,7 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
 ) -> None:
     settings = Settings.from_environ(dict(os.environ))
     store = LeaseStore(settings.leases_table, environment.client())
-    registry = ProviderRegistry(settings)
+    registry = ConfiguredProviders(settings)
     host_down = requests.exceptions.ConnectionError("connection refused: the Docker host died")
 
     def dead(*_: Any, **__: Any) -> None:
@@ -98,7 +98,7 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
     with pytest.MonkeyPatch.context() as outage, pytest.raises(NoCapacity) as raised:
         outage.setattr(docker.APIClient, "start", dead)
         outage.setattr(docker.APIClient, "remove_container", dead)
-        leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry)
+        lease_or_raise(acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry))
     lease_id = str(raised.value.details["lease_id"])  # type: ignore[index]
     assert "connection refused" in raised.value.details["providers"]["local-docker"]  # type: ignore[index]
     assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"})

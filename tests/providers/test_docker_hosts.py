@@ -31,7 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
 from scheduler.deadline import Deadline
-from scheduler.models import GpuClass, Lease, LeaseStatus, WorkerKind
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import (
     LEASE_ID_LABEL,
     ProviderCapacityError,
@@ -43,7 +44,7 @@ from scheduler.providers.docker_engine import client as engine_client
 from scheduler.providers.docker_engine import tls as engine_tls
 from scheduler.providers.docker_engine.api_versions import parse
 from scheduler.providers.docker_engine.client import connect, negotiate
-from scheduler.providers.local_docker import LocalDockerProvider
+from scheduler.providers.local_docker.driver import LocalDockerProvider
 from tests.support.engine29_proxy import Engine29Proxy
 from tests.support.silent_engine import SilentEngine
 

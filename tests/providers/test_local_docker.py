@@ -19,8 +19,8 @@ import docker.errors  # type: ignore[import-untyped]
 import pytest
 
 from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
-from scheduler.config import Settings
-from scheduler.models import GpuClass, Lease, LeaseRequest, LeaseStatus, WorkerKind, format_time
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
 from scheduler.providers.base import (
     KIND_LABEL,
     LEASE_ID_LABEL,
@@ -29,7 +29,9 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
 )
-from scheduler.providers.local_docker import LocalDockerProvider, connect, from_settings
+from scheduler.providers.docker_engine.client import connect
+from scheduler.providers.local_docker import LocalDockerSettings
+from scheduler.providers.local_docker.driver import LocalDockerProvider, from_settings
 
 IMAGES = {WorkerKind.RENDERER: WORKER_IMAGES["renderer"], WorkerKind.ANIM: WORKER_IMAGES["anim"]}
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -228,15 +230,14 @@ def test_provision_on_network_none_has_no_endpoint(
 
 
 def test_provision_on_network_host_advertises_the_docker_host_address_and_worker_port(
-    docker_host: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    new_lease: Callable[..., Lease],
-    docker_client: docker.DockerClient,
+    docker_host: Any, new_lease: Callable[..., Lease], docker_client: docker.DockerClient
 ) -> None:
-    for name, value in docker_host.env().items():
-        monkeypatch.setenv(name, value)
+    environment = docker_host.env()
     provider = from_settings(
-        Settings(
+        LocalDockerSettings(
+            docker_host=environment["DOCKER_HOST"],
+            docker_tls_verify=environment.get("DOCKER_TLS_VERIFY"),
+            docker_cert_path=environment["DOCKER_CERT_PATH"],
             renderer_image=IMAGES[WorkerKind.RENDERER],
             anim_image=IMAGES[WorkerKind.ANIM],
             docker_network="host",

@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.models import GpuClass, Lease, LeaseRequest, LeaseStatus, WorkerKind
-from scheduler.providers import runpod
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
-from scheduler.providers.runpod import RetryPolicy, RunPodApi, RunPodProvider
+from scheduler.providers.runpod import driver as runpod
+from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
 KEY = "test-key"

@@ -75,7 +75,7 @@ def test_a_real_dockerd_with_them_admits_the_client_and_refuses_others(
 ) -> None:
     require_docker()
     from devstack.docker_host import generate_untrusted_client, start_tls_docker_host
-    from scheduler.providers.local_docker import connect
+    from scheduler.providers.docker_engine.client import connect
 
     out, _ = certs
     state_dir = tmp_path / "dockerd"

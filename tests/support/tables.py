@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import uuid
+from functools import cache
 from typing import Any
 
 from devstack.dynamodb import EmbeddedDynamoDB, create_table
 from devstack.template import SamTemplate
 
 
+@cache
+def _template() -> SamTemplate:
+    return SamTemplate.load()
+
+
 def make_table(client: Any, backend: str, prefix: str, table_id: str) -> str:
     """One table of template.yaml under a fresh name (on dynalite without TTL, which it lacks)."""
     name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    create_table(client, name, SamTemplate.load().tables[table_id], with_ttl=backend != "dynalite")
+    create_table(client, name, _template().tables[table_id], with_ttl=backend != "dynalite")
     return name
 
 

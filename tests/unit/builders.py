@@ -1,4 +1,4 @@
-"""Builders that arrange leases in a given state through the store's own public methods."""
+"""Builders: leases arranged in a given state through the store's own methods, in-memory providers, acquire."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.models import GpuClass, Lease, LeaseStatus, WorkerKind
-from scheduler.providers.base import ProvisionedWorker
+from scheduler.config import Settings
+from scheduler.leases.acquire import acquire as acquire_lease
+from scheduler.leases.outcomes import lease_or_raise
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.providers.base import Provider, ProvisionedWorker
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 
 NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
@@ -81,3 +87,23 @@ class Leases:
         claim = self.store.claim_due(lease.lease_id, swept_at)
         assert claim is not None
         return self.store.finish_release(claim, swept_at)
+
+
+def memory_provider(name: str = "local-docker", **faults: Any) -> MemoryProvider:
+    """The in-memory reference driver, its workers created at NOW (the tests' clock)."""
+    return MemoryProvider(name, clock=lambda: NOW, **faults)
+
+
+def registry_of(*providers: Provider) -> ConfiguredProviders:
+    """A registry of `providers`, in policy order."""
+    return ConfiguredProviders(
+        Settings(providers=tuple(provider.name for provider in providers)),
+        factories={provider.name: (lambda _, chosen=provider: chosen) for provider in providers},
+    )
+
+
+def acquire(
+    request: LeaseRequest, store: LeaseStore, providers: ConfiguredProviders, *args: Any, **kwargs: Any
+) -> Lease:
+    """acquire's lease, or its refusal raised: for tests about what happens after (or that it refuses)."""
+    return lease_or_raise(acquire_lease(request, store, providers, *args, **kwargs))

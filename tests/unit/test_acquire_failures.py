@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 
-from scheduler import leases
-from scheduler.deadline import Deadline
 from scheduler.errors import ProviderFailed
+from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest, LeaseStatus, WorkerKind
-from scheduler.providers.base import ProvisionedWorker
+from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 
-from .fake_provider import CountingProvider, registry_of
+from .builders import acquire, memory_provider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
 
 
-class PricedProvider(CountingProvider):
+def priced(price: float) -> MemoryProvider:
     """Reports `price` as the worker's cost per hour (a provider's JSON may carry NaN or Infinity)."""
-
-    def __init__(self, price: float) -> None:
-        super().__init__()
-        self.price = price
-
-    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
-        worker = super().provision(lease, env, deadline)
-        return ProvisionedWorker(token=worker.token, endpoint=worker.endpoint, cost_per_hour=self.price)
+    return memory_provider(cost_per_hour=price)
 
 
-def only_lease(store: LeaseStore, provider: CountingProvider) -> Lease:
+def only_lease(store: LeaseStore, provider: MemoryProvider) -> Lease:
     (lease_id,) = set(provider.release_calls)
     return store.get(lease_id)
 
@@ -40,29 +30,29 @@ def only_lease(store: LeaseStore, provider: CountingProvider) -> Lease:
 def test_a_price_dynamodb_cannot_store_fails_the_acquire_and_removes_the_worker_at_once(
     store: LeaseStore, price: float
 ) -> None:
-    provider = PricedProvider(price)
+    provider = priced(price)
     with pytest.raises(ProviderFailed, match="cannot record"):
-        leases.acquire(REQUEST, store, registry_of(provider))
+        acquire(REQUEST, store, registry_of(provider))
     assert provider.workers == {}
     assert only_lease(store, provider).status == LeaseStatus.FAILED
 
 
 def test_any_error_of_the_activating_write_removes_the_worker_at_once(store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
 
     def broken_activate(*_: object, **__: object) -> Lease:
         raise RuntimeError("the write failed in a way nobody foresaw")
 
     store.activate = broken_activate  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
-        leases.acquire(REQUEST, store, registry_of(provider))
+        acquire(REQUEST, store, registry_of(provider))
     assert provider.workers == {}
     assert only_lease(store, provider).status == LeaseStatus.FAILED
 
 
 @pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
 def test_a_failed_activating_write_gives_the_slot_back(limited_store: LeaseStore) -> None:
-    provider = PricedProvider(float("nan"))
+    provider = priced(float("nan"))
     with pytest.raises(ProviderFailed):
-        leases.acquire(REQUEST, limited_store, registry_of(provider), LeaseLimits(provider_caps={"local-docker": 1}))
+        acquire(REQUEST, limited_store, registry_of(provider), LeaseLimits(provider_caps={"local-docker": 1}))
     assert (provider.workers, limited_store.counter_values()) == ({}, {"provider#local-docker": 0})

@@ -23,17 +23,28 @@ from botocore.config import Config
 
 from devstack.dynamodb import DynamoDBClient, EmbeddedDynamoDB
 from devstack.dynamodb_front import Faults
-from scheduler import expiry, leases, reconcile
 from scheduler.errors import NoCapacity, StoreUnavailable
+from scheduler.leases import reconcile
+from scheduler.leases.release import release
+from scheduler.leases.sweep import sweep
+from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
+from scheduler.models import LeaseRequest, WorkerKind
 from scheduler.store import LeaseStore
 from scheduler.store.counters import Limit
 from scheduler.store.retries import Backoff
 from tests.support.tables import make_table
 
-from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS, Leases, new_lease
-from .fake_provider import CountingProvider, registry_of
+from .builders import (
+    NOW,
+    RELEASE_CLAIM_SECONDS,
+    RETENTION_SECONDS,
+    Leases,
+    acquire,
+    memory_provider,
+    new_lease,
+    registry_of,
+)
 from .flaky_client import FlakyClient
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
@@ -160,9 +171,9 @@ def test_a_resent_transaction_with_the_same_token_is_a_no_op(limited_store: Leas
 
 @NEEDS_TRANSACTIONS
 def test_a_resent_release_transaction_gives_the_slot_back_once(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
+    registry = registry_of(memory_provider())
     limits = LeaseLimits(provider_caps={"local-docker": 10})
-    lease = leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER), limited_store, registry, limits)
+    lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER), limited_store, registry, limits)
     flaky, client = flaky_store(limited_store)
 
     def landed_then_resent(request: dict[str, Any]) -> dict[str, Any]:
@@ -184,6 +195,7 @@ def contended_dynamodb() -> Iterator[EmbeddedDynamoDB]:
     server.stop()
 
 
+@pytest.mark.slow
 @NEEDS_TRANSACTIONS
 def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     contended_dynamodb: EmbeddedDynamoDB,
@@ -201,7 +213,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
         client,
         counters_table=make_table(client, "moto", "counters", "LeaseCountersTable"),
     )
-    provider = CountingProvider()
+    provider = memory_provider()
     registry = registry_of(provider)
     limits = LeaseLimits(provider_caps={"local-docker": 10})
     outcomes: Counter[str] = Counter()
@@ -212,7 +224,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     def one() -> None:
         start.wait()
         try:
-            lease = leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry, limits)
+            lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry, limits)
             outcome = "granted"
             with lock:
                 granted.append(lease.lease_id)
@@ -234,7 +246,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     assert sorted(lease.lease_id for lease in store.live_leases()) == sorted(granted)
     assert sum(contended_dynamodb.front.injected.by_code.values()) > 0  # faults did happen
     for lease_id in granted:
-        leases.release(lease_id, None, store, registry)
+        release(lease_id, None, store, registry)
     assert (provider.workers, store.counter_values()) == ({}, {"provider#local-docker": 0})
 
 
@@ -242,7 +254,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
 
 
 def test_one_leases_failure_does_not_stop_the_sweep(leases: Leases, store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     broken, *others = [leases.active(ttl_seconds=60).lease_id for _ in range(3)]
     claim_due = store.claim_due
 
@@ -252,7 +264,7 @@ def test_one_leases_failure_does_not_stop_the_sweep(leases: Leases, store: Lease
         return claim_due(lease_id, now)
 
     store.claim_due = failing_for_one  # type: ignore[method-assign]
-    report = expiry.sweep(store, registry_of(provider), clock=lambda: LATER)
+    report = sweep(store, registry_of(provider), clock=lambda: LATER)
 
     assert sorted(lease.lease_id for lease in report.ended) == sorted(others)
     assert report.failed_releases == [broken]
@@ -272,7 +284,7 @@ def test_one_leases_failure_does_not_stop_the_reconciler(leases: Leases, store: 
     store.claim_failed = failing_for_one  # type: ignore[method-assign]
     report = reconcile.reconcile(
         store,
-        registry_of(CountingProvider()),
+        registry_of(memory_provider()),
         orphan_grace_seconds=600,
         pending_deadline_seconds=60,
         clock=lambda: LATER,

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from scheduler import leases, reconcile
+from scheduler.leases import reconcile
+from scheduler.leases.reconcile import COUNTER_SETTLE_SECONDS, repair_counters
+from scheduler.leases.release import release
 from scheduler.limits import LeaseLimits
 from scheduler.models import LeaseRequest, WorkerKind
-from scheduler.reconcile import COUNTER_SETTLE_SECONDS, repair_counters
 from scheduler.store import LeaseStore
 
-from .builders import NOW
-from .fake_provider import CountingProvider, registry_of
+from .builders import NOW, acquire, memory_provider, registry_of
 
 pytestmark = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
 
@@ -30,10 +30,8 @@ COUNTER = "provider#local-docker"
 SETTLED = NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS)
 
 
-def acquire(store: LeaseStore) -> Any:
-    return leases.acquire(
-        LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), store, registry_of(CountingProvider()), CAP
-    )
+def acquire_one(store: LeaseStore) -> Any:
+    return acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), store, registry_of(memory_provider()), CAP)
 
 
 def counter(store: LeaseStore) -> int:
@@ -57,7 +55,7 @@ def with_index_view(store: LeaseStore, view: Callable[[], list[tuple[str, ...]]]
 
 
 def test_a_drift_is_repaired_once_a_second_pass_confirms_it(limited_store: LeaseStore) -> None:
-    acquire(limited_store)
+    acquire_one(limited_store)
     drift(limited_store, 7)
 
     first = repair_counters(limited_store, NOW)
@@ -67,7 +65,7 @@ def test_a_drift_is_repaired_once_a_second_pass_confirms_it(limited_store: Lease
 
 
 def test_a_second_pass_before_the_index_can_have_settled_does_not_repair(limited_store: LeaseStore) -> None:
-    acquire(limited_store)
+    acquire_one(limited_store)
     drift(limited_store, 7)
     repair_counters(limited_store, NOW)
 
@@ -78,7 +76,7 @@ def test_a_second_pass_before_the_index_can_have_settled_does_not_repair(limited
 def test_a_lease_the_index_has_not_caught_up_with_keeps_its_slot(limited_store: LeaseStore) -> None:
     real_view = limited_store.live_holds
     before = real_view()
-    acquire(limited_store)  # written a moment ago: not in the (lagging) index yet
+    acquire_one(limited_store)  # written a moment ago: not in the (lagging) index yet
 
     repair_counters(with_index_view(limited_store, lambda: before), NOW)
     repair_counters(with_index_view(limited_store, real_view), SETTLED)  # the index has caught up
@@ -87,10 +85,10 @@ def test_a_lease_the_index_has_not_caught_up_with_keeps_its_slot(limited_store: 
 
 
 def test_a_release_the_index_still_shows_does_not_cost_a_slot(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
-    lease = leases.acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), limited_store, registry, CAP)
+    registry = registry_of(memory_provider())
+    lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), limited_store, registry, CAP)
     stale = limited_store.live_holds()  # still shows the lease after its release
-    leases.release(lease.lease_id, None, limited_store, registry)
+    release(lease.lease_id, None, limited_store, registry)
 
     repair_counters(with_index_view(limited_store, lambda: stale), NOW)
 
@@ -98,10 +96,10 @@ def test_a_release_the_index_still_shows_does_not_cost_a_slot(limited_store: Lea
 
 
 def test_an_acquire_between_two_passes_postpones_the_repair(limited_store: LeaseStore) -> None:
-    acquire(limited_store)
+    acquire_one(limited_store)
     drift(limited_store, 7)
     repair_counters(limited_store, NOW)
-    acquire(limited_store)  # 8 stored, 2 held: the counter moved, so the first pass's suspicion is void
+    acquire_one(limited_store)  # 8 stored, 2 held: the counter moved, so the first pass's suspicion is void
 
     assert repair_counters(limited_store, SETTLED) == {}
     assert repair_counters(limited_store, SETTLED + timedelta(seconds=COUNTER_SETTLE_SECONDS)) == {COUNTER: (8, 2)}
@@ -124,8 +122,8 @@ def test_counters_are_read_strongly_consistently(limited_store: LeaseStore) -> N
 
 
 def test_the_reconciler_repairs_over_two_of_its_passes(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
-    acquire(limited_store)
+    registry = registry_of(memory_provider())
+    acquire_one(limited_store)
     drift(limited_store, 7)
 
     def run(at: datetime) -> dict[str, tuple[int, int]]:

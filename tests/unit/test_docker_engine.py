@@ -27,7 +27,8 @@ from scheduler.providers.docker_engine.tls import (
     client_context,
     has_key_usage,
 )
-from scheduler.providers.local_docker import reason_from_state
+from scheduler.providers.local_docker import LocalDockerSettings
+from scheduler.providers.local_docker.driver import reason_from_state
 
 ENGINE_20_10 = {"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", "MinAPIVersion": "1.12"}
 ENGINE_29 = {"Version": "29.0.0", "ApiVersion": "1.52", "MinAPIVersion": "1.44"}
@@ -172,11 +173,16 @@ def test_a_version_answer_without_api_version_is_refused() -> None:
 
 @pytest.mark.parametrize("raw", ["", "auto", "AUTO"])
 def test_an_empty_or_auto_docker_api_version_negotiates(raw: str) -> None:
-    assert Settings.from_environ({"DOCKER_API_VERSION": raw}).docker_api_version is None
+    assert docker_settings({"DOCKER_API_VERSION": raw}).docker_api_version is None
 
 
 def test_a_docker_api_version_pins_it() -> None:
-    assert Settings.from_environ({"DOCKER_API_VERSION": "1.44"}).docker_api_version == "1.44"
+    assert docker_settings({"DOCKER_API_VERSION": "1.44"}).docker_api_version == "1.44"
+
+
+def docker_settings(environ: dict[str, str]) -> LocalDockerSettings:
+    """The local-docker settings as the functions parse them (PROVIDERS names local-docker by default)."""
+    return Settings.from_environ(environ).section("local-docker", LocalDockerSettings)
 
 
 @pytest.mark.parametrize("raw", ["v1.44", "1", "1.44.0", "latest"])

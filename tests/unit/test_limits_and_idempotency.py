@@ -8,20 +8,26 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from devstack.dynamodb import DynamoDBClient
-from scheduler import expiry, leases
 from scheduler.errors import LeaseConflict, NoCapacity, ProviderFailed, QuotaExceeded
 from scheduler.idempotency import IdempotentAcquire
+from scheduler.leases.acquire import acquire as acquire_lease
+from scheduler.leases.acquire import new_lease_id
+from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed, lease_or_raise
+from scheduler.leases.release import release
+from scheduler.leases.sweep import sweep
+from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import LeaseRequest, LeaseStatus, WorkerKind
+from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 from tests.support.tables import make_table
 
-from .builders import NOW
-from .fake_provider import CountingProvider, registry_of
+from .builders import NOW, memory_provider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("caps and quotas use TransactWriteItems, which dynalite lacks")
@@ -38,8 +44,8 @@ def caps(**per_provider: int) -> LeaseLimits:
     return LeaseLimits(provider_caps={name.replace("_", "-"): cap for name, cap in per_provider.items()})
 
 
-def acquire(store: LeaseStore, registry: object, limits: LeaseLimits, **request: object) -> object:
-    return leases.acquire(REQUEST.model_copy(update=request), store, registry, limits)  # type: ignore[arg-type]
+def acquire(store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, **request: object) -> Lease:
+    return lease_or_raise(acquire_lease(REQUEST.model_copy(update=request), store, registry, limits))
 
 
 def counter(store: LeaseStore, name: str) -> int:
@@ -51,7 +57,7 @@ def counter(store: LeaseStore, name: str) -> int:
 
 @NEEDS_TRANSACTIONS
 def test_acquire_beyond_the_provider_cap_gets_no_capacity_and_no_worker(limited_store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     registry = registry_of(provider)
     for _ in range(2):
         acquire(limited_store, registry, caps(local_docker=2))
@@ -64,9 +70,9 @@ def test_acquire_beyond_the_provider_cap_gets_no_capacity_and_no_worker(limited_
 
 @NEEDS_TRANSACTIONS
 def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
+    registry = registry_of(memory_provider())
     first = acquire(limited_store, registry, caps(local_docker=1))
-    leases.release(first.lease_id, None, limited_store, registry)  # type: ignore[attr-defined]
+    release(first.lease_id, None, limited_store, registry)
 
     acquire(limited_store, registry, caps(local_docker=1))
 
@@ -75,17 +81,17 @@ def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
 
 @NEEDS_TRANSACTIONS
 def test_expiry_gives_the_slot_back(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
+    registry = registry_of(memory_provider())
     acquire(limited_store, registry, caps(local_docker=1), ttl_seconds=1)
 
-    expiry.sweep(limited_store, registry, clock=lambda: NOW.now(NOW.tzinfo) + timedelta(seconds=5))
+    sweep(limited_store, registry, clock=lambda: NOW.now(NOW.tzinfo) + timedelta(seconds=5))
 
     assert counter(limited_store, "provider#local-docker") == 0
 
 
 @NEEDS_TRANSACTIONS
 def test_failed_provision_gives_the_slot_back(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider(fail=True))
+    registry = registry_of(memory_provider(refuse=True))
     with pytest.raises(ProviderFailed):
         acquire(limited_store, registry, caps(local_docker=1))
     assert counter(limited_store, "provider#local-docker") == 0
@@ -93,28 +99,28 @@ def test_failed_provision_gives_the_slot_back(limited_store: LeaseStore) -> None
 
 @NEEDS_TRANSACTIONS
 def test_full_cap_on_the_first_provider_places_the_lease_on_the_next(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider("local-docker"), CountingProvider("runpod"))
+    registry = registry_of(memory_provider("local-docker"), memory_provider("runpod"))
     acquire(limited_store, registry, caps(local_docker=1))
 
     lease = acquire(limited_store, registry, caps(local_docker=1))
 
-    assert lease.provider == "runpod"  # type: ignore[attr-defined]
+    assert lease.provider == "runpod"
 
 
 @NEEDS_TRANSACTIONS
 def test_failover_after_no_capacity_moves_the_slot(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider("local-docker", full=True), CountingProvider("runpod"))
+    registry = registry_of(memory_provider("local-docker", full=True), memory_provider("runpod"))
 
     lease = acquire(limited_store, registry, caps(local_docker=5, runpod=5))
 
-    assert lease.provider == "runpod"  # type: ignore[attr-defined]
+    assert lease.provider == "runpod"
     assert counter(limited_store, "provider#local-docker") == 0
     assert counter(limited_store, "provider#runpod") == 1
 
 
 @NEEDS_TRANSACTIONS
 def test_concurrent_acquires_never_exceed_the_cap(limited_store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     registry = registry_of(provider)
     outcomes: list[str] = []
 
@@ -141,7 +147,7 @@ def test_concurrent_acquires_never_exceed_the_cap(limited_store: LeaseStore) -> 
 
 @NEEDS_TRANSACTIONS
 def test_acquire_beyond_the_owner_quota_is_refused_naming_the_limit(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
+    registry = registry_of(memory_provider())
     quota = LeaseLimits(per_owner=2)
     for _ in range(2):
         acquire(limited_store, registry, quota, owner_id="alice")
@@ -152,7 +158,7 @@ def test_acquire_beyond_the_owner_quota_is_refused_naming_the_limit(limited_stor
 
 @NEEDS_TRANSACTIONS
 def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
-    registry = registry_of(CountingProvider())
+    registry = registry_of(memory_provider())
     quota = LeaseLimits(per_owner=1)
     acquire(limited_store, registry, quota, owner_id="alice")
     acquire(limited_store, registry, quota, owner_id="bob")
@@ -165,48 +171,70 @@ def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
 # --- idempotent acquire -------------------------------------------------------------------------
 
 
-def idempotent(store: LeaseStore, registry: object, table: str, dynamodb: DynamoDBClient) -> IdempotentAcquire:
-    return IdempotentAcquire(
-        lambda request, lease_id, deadline: leases.acquire(  # type: ignore[arg-type]
-            request, store, registry, lease_id=lease_id, deadline=deadline
-        ),
-        table,
-        dynamodb,
-        expires_after_seconds=3600,
-    )
+class Keyed:
+    """Acquires through IdempotentAcquire, as the acquire handler does: each call a fresh lease id."""
+
+    def __init__(self, store: LeaseStore, registry: ConfiguredProviders, table: str, dynamodb: DynamoDBClient) -> None:
+        self.store, self.registry = store, registry
+        self.idempotency = IdempotentAcquire(table, dynamodb, expires_after_seconds=3600)
+
+    def __call__(self, key: str, request: LeaseRequest = REQUEST) -> AcquireOutcome:
+        lease_id = new_lease_id()
+
+        def fresh() -> AcquireOutcome:
+            return acquire_lease(request, self.store, self.registry, lease_id=lease_id)
+
+        return self.idempotency(key, request, fresh)
+
+
+def answer(outcome: AcquireOutcome) -> dict[str, Any]:
+    assert isinstance(outcome, Acquired | Replayed), outcome
+    return outcome.body()
 
 
 def test_repeat_with_same_key_and_body_returns_the_same_lease_and_one_worker(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
-    provider = CountingProvider()
-    acquire_once = idempotent(store, registry_of(provider), idempotency_table, dynamodb)
+    provider = memory_provider()
+    keyed = Keyed(store, registry_of(provider), idempotency_table, dynamodb)
 
-    first = acquire_once("key-1", REQUEST, leases.new_lease_id())
-    second = acquire_once("key-1", REQUEST, leases.new_lease_id())
+    first, second = keyed("key-1"), keyed("key-1")
 
-    assert first == second
+    assert answer(first) == answer(second)
+    assert (isinstance(first, Acquired), isinstance(second, Replayed)) == (True, True)
     assert len(provider.workers) == 1
+
+
+def test_a_replay_names_the_lease_it_answers_with(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
+    first = keyed("key-5")
+    assert isinstance(first, Acquired)
+
+    replayed = keyed("key-5")
+
+    assert isinstance(replayed, Replayed) and replayed.lease_id == first.lease.lease_id
 
 
 def test_same_key_with_a_different_body_is_a_conflict(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
-    acquire_once = idempotent(store, registry_of(CountingProvider()), idempotency_table, dynamodb)
-    acquire_once("key-2", REQUEST, leases.new_lease_id())
+    keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
+    keyed("key-2")
     with pytest.raises(LeaseConflict, match="different request body"):
-        acquire_once("key-2", REQUEST.model_copy(update={"ttl_seconds": 60}), leases.new_lease_id())
+        keyed("key-2", REQUEST.model_copy(update={"ttl_seconds": 60}))
 
 
 def test_ten_concurrent_requests_with_one_key_make_one_worker(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
-    provider = CountingProvider()
-    acquire_once = idempotent(store, registry_of(provider), idempotency_table, dynamodb)
+    provider = memory_provider()
+    keyed = Keyed(store, registry_of(provider), idempotency_table, dynamodb)
     answers: list[str] = []
 
     def one() -> None:
-        answers.append(acquire_once("key-3", REQUEST, leases.new_lease_id())["lease"]["lease_id"])
+        answers.append(answer(keyed("key-3"))["lease"]["lease_id"])
 
     threads = [threading.Thread(target=one) for _ in range(10)]
     for thread in threads:
@@ -221,12 +249,12 @@ def test_ten_concurrent_requests_with_one_key_make_one_worker(
 def test_a_failed_acquire_is_not_remembered(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
-    provider = CountingProvider(fail=True)
-    acquire_once = idempotent(store, registry_of(provider), idempotency_table, dynamodb)
-    with pytest.raises(ProviderFailed):
-        acquire_once("key-4", REQUEST, leases.new_lease_id())
-    provider.fail = False
+    provider = memory_provider(refuse=True)
+    keyed = Keyed(store, registry_of(provider), idempotency_table, dynamodb)
+    refused = keyed("key-4")
+    assert isinstance(refused, NotAcquired) and isinstance(refused.error, ProviderFailed)
+    provider.refuse = False
 
-    answer = acquire_once("key-4", REQUEST, leases.new_lease_id())
+    again = keyed("key-4")
 
-    assert answer["lease"]["status"] == LeaseStatus.ACTIVE
+    assert isinstance(again, Acquired) and again.lease.status == LeaseStatus.ACTIVE

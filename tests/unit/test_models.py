@@ -157,7 +157,7 @@ def test_env_accepts_variable_name_keys(key: str) -> None:
     assert request(env={key: "1"}).env == {key: "1"}
 
 
-@pytest.mark.parametrize("key", ["lower", "Mixed", "1ST", "A-B", "A B", "", "É", "A\n"])
+@pytest.mark.parametrize("key", ["lower", "Mixed", "1ST", "A-B", "A B", "", "É", "A\n", "A\ud800"])
 def test_env_key_that_is_not_a_variable_name_is_rejected(key: str) -> None:
     with pytest.raises(ValidationError):
         request(env={key: "1"})

@@ -1,24 +1,29 @@
-"""Provider calls are traced with OpenTelemetry only when tracing is on, and never pay the import otherwise."""
+"""What operators see of provider calls: a metric per outcome, and spans only when tracing is on
+(never paying the OpenTelemetry import otherwise)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aws_lambda_powertools.metrics import MetricUnit
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from scheduler import observability
-from scheduler.observability import InstrumentedProvider, failure_reason
+from scheduler.config import Settings
+from scheduler.observability import tracing
+from scheduler.observability.instrumented import InstrumentedProvider, failure_reason
+from scheduler.observability.metrics import EmfMetrics
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
+from tests.support.metrics import RecordedMetrics
 
-from .builders import new_lease
-from .fake_provider import CountingProvider
+from .builders import memory_provider, new_lease
 
 REPO = Path(__file__).resolve().parents[2]
 _EXPORTER = InMemorySpanExporter()
@@ -32,15 +37,18 @@ def tracer_provider() -> None:
 
 
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.setenv("AWS_LAMBDA_EXEC_WRAPPER", "/opt/otel-instrument")
+def spans() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
     yield _EXPORTER
 
 
+def traced(**faults: object) -> InstrumentedProvider:
+    return InstrumentedProvider(memory_provider(**faults), RecordedMetrics(), tracing=True)
+
+
 def test_provision_runs_inside_a_span_named_for_the_provider(spans: InMemorySpanExporter) -> None:
     lease = new_lease()
-    InstrumentedProvider(CountingProvider()).provision(lease, {})
+    traced().provision(lease, {})
     (span,) = spans.get_finished_spans()
     assert span.name == "local-docker.provision"
     assert span.attributes is not None and span.attributes["lease_id"] == lease.lease_id
@@ -48,32 +56,41 @@ def test_provision_runs_inside_a_span_named_for_the_provider(spans: InMemorySpan
 
 def test_a_failed_provision_marks_its_span_as_an_error(spans: InMemorySpanExporter) -> None:
     with pytest.raises(ProviderRequestFailed):
-        InstrumentedProvider(CountingProvider(fail=True)).provision(new_lease(), {})
+        traced(refuse=True).provision(new_lease(), {})
     (span,) = spans.get_finished_spans()
     assert not span.status.is_ok
 
 
-def test_no_span_when_tracing_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AWS_LAMBDA_EXEC_WRAPPER", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    _EXPORTER.clear()
-    InstrumentedProvider(CountingProvider()).provision(new_lease(), {})
-    assert _EXPORTER.get_finished_spans() == ()
+def test_no_span_when_tracing_is_off(spans: InMemorySpanExporter) -> None:
+    InstrumentedProvider(memory_provider(), RecordedMetrics(), tracing=False).provision(new_lease(), {})
+    assert spans.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize(
+    ("environ", "on"),
+    [
+        ({}, False),
+        ({"AWS_LAMBDA_EXEC_WRAPPER": "/opt/otel-instrument"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+    ],
+)
+def test_tracing_is_on_under_the_adot_wrapper_or_an_otel_endpoint(environ: dict[str, str], on: bool) -> None:
+    assert Settings.from_environ(environ).tracing is on
 
 
 def test_tracing_on_without_the_opentelemetry_api_still_provisions(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The layer ships no OpenTelemetry (ADOT brings it): a wrapper without the API must not break a call."""
-    monkeypatch.setenv("AWS_LAMBDA_EXEC_WRAPPER", "/opt/some-other-wrapper")
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # `from opentelemetry import trace` raises ImportError
-    observability._opentelemetry_trace.cache_clear()
-    provider = CountingProvider()
+    tracing.opentelemetry_trace.cache_clear()
+    provider = memory_provider()
+    wrapped = InstrumentedProvider(provider, RecordedMetrics(), tracing=True)
     try:
-        worker = InstrumentedProvider(provider).provision(new_lease(), {})
-        InstrumentedProvider(provider).release("a-lease", worker.token)
+        worker = wrapped.provision(new_lease(), {})
+        wrapped.release("a-lease", worker.token)
     finally:
-        observability._opentelemetry_trace.cache_clear()
+        tracing.opentelemetry_trace.cache_clear()
 
     assert worker.token is not None
     assert provider.release_calls == ["a-lease"]
@@ -83,11 +100,43 @@ def test_tracing_on_without_the_opentelemetry_api_still_provisions(
 
 def test_tracing_off_never_imports_opentelemetry() -> None:
     code = (
-        "import sys; from scheduler.observability import InstrumentedProvider; "
+        "import sys; from scheduler.observability.instrumented import InstrumentedProvider; "
         "assert 'opentelemetry' not in sys.modules, 'imported at module level'"
     )
     env = {"PYTHONPATH": f"{REPO / 'layers' / 'scheduler'}:{REPO}", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_a_provision_is_counted_once_with_its_latency_and_price() -> None:
+    metrics = RecordedMetrics()
+    InstrumentedProvider(memory_provider(cost_per_hour=0.44), metrics).provision(new_lease(), {})
+    assert metrics.names() == ["ProvisionLatency", "LeaseCostPerHour"]
+    assert metrics.of("LeaseCostPerHour") == [{"provider": "local-docker", "kind": "renderer", "value": 0.44}]
+
+
+def test_a_failed_provision_is_counted_once_with_its_reason() -> None:
+    metrics = RecordedMetrics()
+    with pytest.raises(ProviderCapacityError):
+        InstrumentedProvider(memory_provider(full=True), metrics).provision(new_lease(), {})
+    assert metrics.of("ProvisionFailure") == [
+        {"provider": "local-docker", "kind": "renderer", "reason": "no_capacity", "value": 1}
+    ]
+
+
+def test_a_release_an_unreachable_provider_could_not_do_is_a_release_failure() -> None:
+    metrics = RecordedMetrics()
+    with pytest.raises(ProviderUnreachable):
+        InstrumentedProvider(memory_provider(unreachable=True), metrics).release("a-lease", None)
+    assert metrics.names() == ["ReleaseFailure"]
+
+
+def test_emf_documents_carry_the_namespace_and_both_dimension_sets(capsys: pytest.CaptureFixture[str]) -> None:
+    EmfMetrics("Testing").emit("LeaseAcquired", MetricUnit.Count, 1, provider="local-docker", kind="renderer")
+    document = json.loads(capsys.readouterr().out)
+    (declared,) = document["_aws"]["CloudWatchMetrics"]
+    assert declared["Namespace"] == "Testing"
+    assert declared["Dimensions"] == [["kind", "provider"], []]
+    assert (document["LeaseAcquired"], document["provider"], document["kind"]) == (1, "local-docker", "renderer")
 
 
 @pytest.mark.parametrize(

@@ -1,145 +1,93 @@
-"""Selection policy (first available provider in PROVIDERS order) and the provider registry."""
+"""Selection policy (first available provider in PROVIDERS order) and the provider registry.
+
+`policy.attempt` turns a provider's answer into a decision without a database; acquire's walk over
+the providers in order (with the store) is in test_acquire.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 
+from scheduler import policy
 from scheduler.config import Settings
 from scheduler.deadline import Deadline
-from scheduler.errors import ConfigurationError, NoCapacity
-from scheduler.models import Lease, LeaseRequest, WorkerKind
-from scheduler.policy import candidates_for, provision_first_available
-from scheduler.providers.base import (
-    ManagedWorker,
-    Provider,
-    ProviderCapacityError,
-    ProviderRequestFailed,
-    ProviderUnreachable,
-    ProvisionedWorker,
-)
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.errors import ConfigurationError
+from scheduler.models import GpuClass, LeaseRequest, WorkerKind
+from scheduler.providers.base import Provider, ProviderCapacityError, ProviderUnreachable, WorkerOutcomeUnknown
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.providers.memory import MemoryProvider
+from scheduler.providers.registry import known_providers
 
-from .builders import new_lease
+from .builders import memory_provider, new_lease
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER)
 
 
-class FakeProvider(Provider):
-    """A provider that serves, or refuses with a given error, and records what it was asked."""
+class Raising(MemoryProvider):
+    """Provisions by raising `error`."""
 
-    def __init__(self, name: str, *, available: bool = True, error: Exception | None = None) -> None:
-        self.name = name
-        self._available = available
-        self._error = error
-        self.provisioned: list[tuple[str, dict[str, str]]] = []
+    def __init__(self, error: Exception) -> None:
+        super().__init__("local-docker")
+        self.error = error
 
-    def available(self, request: LeaseRequest) -> bool:
-        return self._available
-
-    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
-        self.provisioned.append((lease.lease_id, dict(env)))
-        if self._error is not None:
-            raise self._error
-        return ProvisionedWorker(token=f"{self.name}-worker", endpoint=f"http://127.0.0.1/{self.name}")
-
-    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
-        return None
-
-    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
-        return []
+    def provision(self, *_: object, **__: object) -> object:  # type: ignore[override]
+        raise self.error
 
 
-def provision(*providers: Provider) -> tuple[Provider, ProvisionedWorker]:
-    return provision_first_available(candidates_for(providers, REQUEST), new_lease(), {})
+def attempt(provider: Provider) -> policy.Attempt:
+    return policy.attempt(provider, new_lease(), {"QUALITY": "high"}, Deadline.within(5))
 
 
 # --- candidates ---------------------------------------------------------------------------------
 
 
 def test_unavailable_provider_is_not_a_candidate() -> None:
-    docker, runpod = FakeProvider("local-docker", available=False), FakeProvider("runpod")
-    assert candidates_for([docker, runpod], REQUEST) == [runpod]
+    docker = memory_provider("local-docker", gpus=frozenset({GpuClass.HIGH}))
+    runpod = memory_provider("runpod")
+    assert policy.candidates_for([docker, runpod], REQUEST) == [runpod]
 
 
 def test_candidates_keep_policy_order() -> None:
-    first, second, third = FakeProvider("a"), FakeProvider("b"), FakeProvider("c")
-    assert candidates_for([first, second, third], REQUEST) == [first, second, third]
+    first, second, third = memory_provider("a"), memory_provider("b"), memory_provider("c")
+    assert policy.candidates_for([first, second, third], REQUEST) == [first, second, third]
 
 
-# --- provisioning -------------------------------------------------------------------------------
+# --- one attempt: the provider contract's errors as decisions -------------------------------------
 
 
-def test_first_available_provider_serves() -> None:
-    first, second = FakeProvider("local-docker"), FakeProvider("runpod")
-    provider, worker = provision(first, second)
-    assert (provider, worker.token) == (first, "local-docker-worker")
+def test_a_provider_that_serves_provisions() -> None:
+    provider = memory_provider()
+    result = attempt(provider)
+    assert isinstance(result, policy.Provisioned) and result.provider is provider
 
 
-def test_providers_after_the_serving_one_are_not_asked() -> None:
-    first, second = FakeProvider("local-docker"), FakeProvider("runpod")
-    provision(first, second)
-    assert second.provisioned == []
-
-
-def test_unavailable_provider_is_skipped() -> None:
-    skipped, serving = FakeProvider("local-docker", available=False), FakeProvider("runpod")
-    provider, _ = provision(skipped, serving)
-    assert (provider, skipped.provisioned) == (serving, [])
-
-
-def test_capacity_error_falls_over_to_the_next_provider() -> None:
-    full = FakeProvider("local-docker", error=ProviderCapacityError("at LOCAL_DOCKER_MAX_LEASES"))
-    provider, _ = provision(full, FakeProvider("runpod"))
-    assert provider.name == "runpod"
-
-
-def test_unreachable_provider_falls_over_to_the_next_provider() -> None:
-    down = FakeProvider("local-docker", error=ProviderUnreachable("connection refused"))
-    provider, _ = provision(down, FakeProvider("runpod"))
-    assert provider.name == "runpod"
-
-
-def test_every_provider_without_capacity_is_no_capacity() -> None:
-    with pytest.raises(NoCapacity):
-        provision(
-            FakeProvider("local-docker", error=ProviderCapacityError("full")),
-            FakeProvider("runpod", error=ProviderUnreachable("down")),
-        )
-
-
-def test_no_capacity_names_each_refusal() -> None:
-    with pytest.raises(NoCapacity) as raised:
-        provision(
-            FakeProvider("local-docker", error=ProviderCapacityError("full")),
-            FakeProvider("runpod", error=ProviderUnreachable("down")),
-        )
-    assert raised.value.details == {"providers": {"local-docker": "full", "runpod": "down"}}
-
-
-def test_no_candidate_at_all_is_no_capacity() -> None:
-    with pytest.raises(NoCapacity):
-        provision(FakeProvider("local-docker", available=False))
-
-
-def test_request_failure_is_not_fallen_over() -> None:
-    failing = FakeProvider("local-docker", error=ProviderRequestFailed("image not found"))
-    with pytest.raises(ProviderRequestFailed):
-        provision(failing, FakeProvider("runpod"))
-
-
-def test_request_failure_does_not_reach_the_next_provider() -> None:
-    failing, next_one = FakeProvider("local-docker", error=ProviderRequestFailed("bad")), FakeProvider("runpod")
-    with pytest.raises(ProviderRequestFailed):
-        provision(failing, next_one)
-    assert next_one.provisioned == []
-
-
-def test_provider_receives_the_lease_and_its_env() -> None:
-    provider, lease = FakeProvider("local-docker"), new_lease()
-    provision_first_available([provider], lease, {"QUALITY": "high"})
+def test_the_provider_receives_the_lease_and_its_env() -> None:
+    provider, lease = memory_provider(), new_lease()
+    policy.attempt(provider, lease, {"QUALITY": "high"}, Deadline.within(5))
     assert provider.provisioned == [(lease.lease_id, {"QUALITY": "high"})]
+
+
+def test_no_capacity_skips_to_the_next_provider() -> None:
+    assert attempt(memory_provider(full=True)) == policy.Skipped("local-docker is full")
+
+
+def test_an_unreachable_provider_is_skipped_like_one_without_capacity() -> None:
+    assert attempt(memory_provider(unreachable=True)) == policy.Skipped("local-docker cannot be reached")
+
+
+def test_a_worker_whose_outcome_is_unknown_is_skipped_and_may_exist() -> None:
+    result = attempt(Raising(WorkerOutcomeUnknown("timed out; a container may have been made")))
+    assert result == policy.Skipped("timed out; a container may have been made", worker_may_exist=True)
+
+
+def test_a_refusal_stops_the_walk() -> None:
+    assert attempt(memory_provider(refuse=True)) == policy.Refused("local-docker refused the worker")
+
+
+@pytest.mark.parametrize("error", [ProviderCapacityError("full"), ProviderUnreachable("down")])
+def test_capacity_errors_never_claim_a_worker_may_exist(error: Exception) -> None:
+    result = attempt(Raising(error))
+    assert isinstance(result, policy.Skipped) and not result.worker_may_exist
 
 
 # --- registry -----------------------------------------------------------------------------------
@@ -154,35 +102,35 @@ class CountingFactory:
 
     def __call__(self, settings: Settings) -> Provider:
         self.built.append(settings)
-        return FakeProvider(self.name)
+        return memory_provider(self.name)
 
 
 def test_unknown_provider_name_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings(providers=("local-docker", "nimbus")))
+        ConfiguredProviders(Settings(providers=("local-docker", "nimbus")))
 
 
 def test_unknown_provider_name_from_the_environment_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings.from_environ({"PROVIDERS": "local-docker,nimbus"}))
+        ConfiguredProviders(Settings.from_environ({"PROVIDERS": "local-docker,nimbus"}))
 
 
 def test_empty_provider_list_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings(providers=()))
+        ConfiguredProviders(Settings(providers=()))
 
 
 def test_provider_list_of_only_separators_refuses_to_start() -> None:
     with pytest.raises(ConfigurationError):
-        ProviderRegistry(Settings.from_environ({"PROVIDERS": " , "}))
+        ConfiguredProviders(Settings.from_environ({"PROVIDERS": " , "}))
 
 
 def test_providers_default_to_local_docker() -> None:
-    assert ProviderRegistry(Settings.from_environ({})).names == ("local-docker",)
+    assert ConfiguredProviders(Settings.from_environ({})).names == ("local-docker",)
 
 
 def test_registry_keeps_policy_order() -> None:
-    assert ProviderRegistry(Settings.from_environ({"PROVIDERS": "runpod, local-docker"})).names == (
+    assert ConfiguredProviders(Settings.from_environ({"PROVIDERS": "runpod, local-docker"})).names == (
         "runpod",
         "local-docker",
     )
@@ -190,27 +138,27 @@ def test_registry_keeps_policy_order() -> None:
 
 def test_drivers_are_not_built_at_start() -> None:
     factory = CountingFactory("local-docker")
-    ProviderRegistry(Settings(providers=("local-docker",)), factories={"local-docker": factory})
+    ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": factory})
     assert factory.built == []
 
 
 def test_driver_is_built_on_first_use_with_the_settings() -> None:
     settings = Settings(providers=("local-docker",))
     factory = CountingFactory("local-docker")
-    ProviderRegistry(settings, factories={"local-docker": factory}).get("local-docker")
+    ConfiguredProviders(settings, factories={"local-docker": factory}).get("local-docker")
     assert factory.built == [settings]
 
 
 def test_driver_is_built_once() -> None:
     factory = CountingFactory("local-docker")
-    registry = ProviderRegistry(Settings(providers=("local-docker",)), factories={"local-docker": factory})
+    registry = ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": factory})
     first, second = registry.get("local-docker"), registry.get("local-docker")
     assert (first is second, len(factory.built)) == (True, 1)
 
 
 def test_only_the_used_driver_is_built() -> None:
     docker, runpod = CountingFactory("local-docker"), CountingFactory("runpod")
-    registry = ProviderRegistry(
+    registry = ConfiguredProviders(
         Settings(providers=("local-docker", "runpod")), factories={"local-docker": docker, "runpod": runpod}
     )
     registry.get("runpod")
@@ -219,13 +167,27 @@ def test_only_the_used_driver_is_built() -> None:
 
 def test_drivers_come_in_policy_order() -> None:
     factories = {name: CountingFactory(name) for name in ("runpod", "local-docker")}
-    registry = ProviderRegistry(Settings(providers=("runpod", "local-docker")), factories=dict(factories))
+    registry = ConfiguredProviders(Settings(providers=("runpod", "local-docker")), factories=dict(factories))
     assert [provider.name for provider in registry.in_order()] == ["runpod", "local-docker"]
 
 
 def test_unconfigured_provider_is_refused() -> None:
-    registry = ProviderRegistry(
+    registry = ConfiguredProviders(
         Settings(providers=("local-docker",)), factories={"local-docker": CountingFactory("local-docker")}
     )
     with pytest.raises(ConfigurationError):
         registry.get("runpod")
+
+
+def test_every_known_provider_has_settings_a_build_and_a_read_check_policy() -> None:
+    from scheduler.providers.registry import provider_package
+
+    for name in known_providers():
+        package = provider_package(name)
+        assert callable(package.build) and isinstance(package.CHECKED_ON_READ, bool), name
+        assert package.SETTINGS().__class__ is package.SETTINGS, name
+
+
+def test_only_the_providers_that_may_be_asked_cheaply_are_checked_on_read() -> None:
+    registry = ConfiguredProviders(Settings(providers=("local-docker", "runpod")))
+    assert registry.checked_on_read() == frozenset({"local-docker"})

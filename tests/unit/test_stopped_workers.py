@@ -6,24 +6,27 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import expiry, leases, liveness, reconcile
 from scheduler.deadline import Deadline
 from scheduler.errors import NoCapacity, ProviderFailed
+from scheduler.leases import liveness, reconcile
+from scheduler.leases.reads import get
+from scheduler.leases.sweep import sweep
+from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest, LeaseStatus, WorkerKind
+from scheduler.models import Lease, LeaseRequest, WorkerKind
 from scheduler.providers.base import ProviderRequestFailed, WorkerOutcomeUnknown
+from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 
-from .builders import NOW, Leases
-from .fake_provider import CountingProvider, registry_of
+from .builders import NOW, Leases, acquire, memory_provider, registry_of
 
 KILLED = "the worker container exited with code 137, SIGKILL at 2026-11-30T04:05:00Z"
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600, owner_id="alice")
 
 
-def _running(arranged: Leases, provider: CountingProvider, **fields: object) -> Lease:
+def _running(arranged: Leases, provider: MemoryProvider, **fields: object) -> Lease:
     lease = arranged.active(**fields)  # type: ignore[arg-type]
-    provider.add_worker(lease.lease_id, str(lease.provider_token), NOW)
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
     return lease
 
 
@@ -39,9 +42,9 @@ class _Clock:
 
 
 def test_sweep_check_fails_a_lease_whose_worker_stopped_and_records_why(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token), KILLED)
+    provider.stop(str(lease.provider_token), KILLED)
 
     report = liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
 
@@ -52,9 +55,9 @@ def test_sweep_check_fails_a_lease_whose_worker_stopped_and_records_why(store: L
 
 
 def test_sweep_check_removes_the_stopped_worker(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token))
+    provider.stop(str(lease.provider_token))
 
     liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
 
@@ -63,22 +66,22 @@ def test_sweep_check_removes_the_stopped_worker(store: LeaseStore, leases: Lease
 
 @pytest.mark.moto_only("caps and quotas use TransactWriteItems, which dynalite lacks")
 def test_sweep_check_gives_the_cap_and_quota_slots_back(limited_store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     registry = registry_of(provider)
     limits = LeaseLimits(provider_caps={"local-docker": 1}, per_owner=1)
-    lease = leases.acquire(REQUEST, limited_store, registry, limits)
-    provider.stop_worker(str(lease.provider_token))
+    lease = acquire(REQUEST, limited_store, registry, limits)
+    provider.stop(str(lease.provider_token))
 
     liveness.fail_stopped_workers(limited_store, registry)
 
     assert limited_store.counter_values() == {"provider#local-docker": 0, "owner#alice": 0}
-    assert leases.acquire(REQUEST, limited_store, registry, limits).status == LeaseStatus.ACTIVE
+    assert acquire(REQUEST, limited_store, registry, limits).status == LeaseStatus.ACTIVE
 
 
 def test_sweep_check_leaves_running_workers_and_their_leases_alone(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     stopped, running = _running(leases, provider), _running(leases, provider)
-    provider.stop_worker(str(stopped.provider_token))
+    provider.stop(str(stopped.provider_token))
 
     liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
 
@@ -89,12 +92,12 @@ def test_sweep_check_leaves_running_workers_and_their_leases_alone(store: LeaseS
 def test_sweep_check_leaves_a_stopped_worker_without_an_active_lease_to_the_reconciler(
     store: LeaseStore, leases: Leases
 ) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     released = leases.released()
     provider.add_worker(released.lease_id, str(released.provider_token), NOW)
     provider.add_worker("not-a-lease-id", "w-foreign", NOW)
-    provider.stop_worker(str(released.provider_token))
-    provider.stop_worker("w-foreign")
+    provider.stop(str(released.provider_token))
+    provider.stop("w-foreign")
 
     report = liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
 
@@ -107,10 +110,10 @@ def test_sweep_check_ignores_a_stopped_container_that_is_not_the_leases_own_work
     store: LeaseStore, leases: Leases
 ) -> None:
     # Same lease id label, another container (e.g. a stale one): the claim names the lease's token.
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
     provider.add_worker(lease.lease_id, "w-stale", NOW)
-    provider.stop_worker("w-stale")
+    provider.stop("w-stale")
 
     liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
 
@@ -118,9 +121,9 @@ def test_sweep_check_ignores_a_stopped_container_that_is_not_the_leases_own_work
 
 
 def test_sweep_check_whose_removal_fails_leaves_a_failed_claim_for_the_sweep(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token), KILLED)
+    provider.stop(str(lease.provider_token), KILLED)
     provider.fail_releases = 1
 
     liveness.fail_stopped_workers(store, registry_of(provider), clock=lambda: NOW)
@@ -128,12 +131,12 @@ def test_sweep_check_whose_removal_fails_leaves_a_failed_claim_for_the_sweep(sto
     claimed = store.get(lease.lease_id)
     assert (claimed.status, claimed.failure_reason) == (LeaseStatus.RELEASING, KILLED)
     later = NOW + timedelta(minutes=5)
-    expiry.sweep(store, registry_of(provider), clock=lambda: later)
+    sweep(store, registry_of(provider), clock=lambda: later)
     assert (store.get(lease.lease_id).status, store.get(lease.lease_id).failure_reason) == (LeaseStatus.FAILED, KILLED)
 
 
 def test_sweep_check_on_an_unlistable_provider_is_reported_and_skipped(store: LeaseStore, leases: Leases) -> None:
-    class Unlistable(CountingProvider):
+    class Unlistable(MemoryProvider):
         def stopped_workers(self, deadline: Deadline | None = None) -> list:  # type: ignore[type-arg]
             raise ProviderRequestFailed("timed out after 2.0 s waiting for an answer")
 
@@ -145,7 +148,7 @@ def test_sweep_check_on_an_unlistable_provider_is_reported_and_skipped(store: Le
 # --- the check on read ----------------------------------------------------------------------------
 
 
-def _read_check(store: LeaseStore, provider: CountingProvider, clock: _Clock, **options: object) -> liveness.ReadCheck:
+def _read_check(store: LeaseStore, provider: MemoryProvider, clock: _Clock, **options: object) -> liveness.ReadCheck:
     return liveness.ReadCheck(
         store,
         registry_of(provider),
@@ -158,9 +161,9 @@ def _read_check(store: LeaseStore, provider: CountingProvider, clock: _Clock, **
 
 
 def test_read_of_a_lease_whose_worker_stopped_ends_it_failed(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token), KILLED)
+    provider.stop(str(lease.provider_token), KILLED)
 
     read = leases_get(store, _read_check(store, provider, _Clock()), lease.lease_id)
 
@@ -169,20 +172,20 @@ def test_read_of_a_lease_whose_worker_stopped_ends_it_failed(store: LeaseStore, 
 
 
 def test_read_of_a_running_lease_returns_it_unchanged(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
 
     assert leases_get(store, _read_check(store, provider, _Clock()), lease.lease_id) == store.get(lease.lease_id)
 
 
 def test_read_checks_one_lease_at_most_once_per_interval(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
     clock = _Clock()
     check = _read_check(store, provider, clock)
 
     leases_get(store, check, lease.lease_id)
-    provider.stop_worker(str(lease.provider_token))
+    provider.stop(str(lease.provider_token))
     clock.now += 4.9
     assert leases_get(store, check, lease.lease_id).status == LeaseStatus.ACTIVE
     clock.now += 0.2
@@ -190,16 +193,16 @@ def test_read_checks_one_lease_at_most_once_per_interval(store: LeaseStore, leas
 
 
 def test_read_does_not_check_providers_outside_the_cheap_ones(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider("runpod")
+    provider = memory_provider("runpod")
     lease = leases.active(provider="runpod")
-    provider.add_worker(lease.lease_id, str(lease.provider_token), NOW)
-    provider.stop_worker(str(lease.provider_token))
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+    provider.stop(str(lease.provider_token))
 
     assert leases_get(store, _read_check(store, provider, _Clock()), lease.lease_id).status == LeaseStatus.ACTIVE
 
 
 def test_read_does_not_check_leases_that_are_not_active(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     released = leases.released()
 
     assert leases_get(store, _read_check(store, provider, _Clock()), released.lease_id).status == LeaseStatus.RELEASED
@@ -210,7 +213,7 @@ def test_read_whose_check_fails_answers_the_stored_lease_and_rests_the_provider(
 ) -> None:
     calls: list[str] = []
 
-    class Unreachable(CountingProvider):
+    class Unreachable(MemoryProvider):
         def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
             calls.append(lease_id)
             raise ProviderRequestFailed("connection refused by 127.0.0.1:2376")
@@ -228,18 +231,24 @@ def test_read_whose_check_fails_answers_the_stored_lease_and_rests_the_provider(
 
 
 def test_read_check_reports_the_lease_it_ended(store: LeaseStore, leases: Leases) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token))
-    ended: list[Lease] = []
+    provider.stop(str(lease.provider_token))
 
-    leases_get(store, _read_check(store, provider, _Clock(), on_end=ended.append), lease.lease_id)
+    read = get(lease.lease_id, store, _read_check(store, provider, _Clock()), Deadline.within(5))
 
-    assert [item.lease_id for item in ended] == [lease.lease_id]
+    assert (read.ended_now, read.lease.lease_id) == (True, lease.lease_id)
+
+
+def test_read_of_a_running_lease_reports_nothing_ended(store: LeaseStore, leases: Leases) -> None:
+    provider = memory_provider()
+    lease = _running(leases, provider)
+
+    assert not get(lease.lease_id, store, _read_check(store, provider, _Clock()), Deadline.within(5)).ended_now
 
 
 def leases_get(store: LeaseStore, check: liveness.ReadCheck, lease_id: str) -> Lease:
-    return leases.get(lease_id, store, check, Deadline.within(5))
+    return get(lease_id, store, check, Deadline.within(5)).lease
 
 
 # --- the reconciler ---------------------------------------------------------------------------------
@@ -248,9 +257,9 @@ def leases_get(store: LeaseStore, check: liveness.ReadCheck, lease_id: str) -> L
 def test_reconcile_fails_a_lease_whose_listed_worker_stopped_without_waiting_to_settle(
     store: LeaseStore, leases: Leases
 ) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     lease = _running(leases, provider)
-    provider.stop_worker(str(lease.provider_token), KILLED)
+    provider.stop(str(lease.provider_token), KILLED)
 
     report = reconcile.reconcile(
         store, registry_of(provider), orphan_grace_seconds=600, pending_deadline_seconds=120, clock=lambda: NOW
@@ -266,7 +275,7 @@ def test_reconcile_records_why_a_ghost_failed(store: LeaseStore, leases: Leases)
 
     reconcile.reconcile(
         store,
-        registry_of(CountingProvider()),
+        registry_of(memory_provider()),
         orphan_grace_seconds=600,
         pending_deadline_seconds=120,
         clock=lambda: NOW + timedelta(hours=2),
@@ -280,7 +289,7 @@ def test_reconcile_records_why_a_stuck_pending_lease_failed(store: LeaseStore, l
 
     reconcile.reconcile(
         store,
-        registry_of(CountingProvider()),
+        registry_of(memory_provider()),
         orphan_grace_seconds=600,
         pending_deadline_seconds=120,
         clock=lambda: NOW + timedelta(hours=2),
@@ -297,19 +306,19 @@ def test_a_lease_that_never_failed_has_no_failure_reason(store: LeaseStore, leas
 
 
 def test_acquire_hands_its_deadline_to_the_provider(store: LeaseStore) -> None:
-    provider = CountingProvider()
+    provider = memory_provider()
     deadline = Deadline.within(20)
 
-    leases.acquire(REQUEST, store, registry_of(provider), deadline=deadline)
+    acquire(REQUEST, store, registry_of(provider), deadline=deadline)
 
     assert provider.deadlines == [deadline]
 
 
 def test_acquire_that_no_provider_served_records_each_providers_reason(store: LeaseStore) -> None:
-    provider = CountingProvider(full=True)
+    provider = memory_provider(full=True)
 
     with pytest.raises(NoCapacity) as raised:
-        leases.acquire(REQUEST, store, registry_of(provider))
+        acquire(REQUEST, store, registry_of(provider))
 
     lease_id = str((raised.value.details or {})["lease_id"])
     assert (raised.value.details or {})["providers"] == {"local-docker": "local-docker is full"}
@@ -318,29 +327,29 @@ def test_acquire_that_no_provider_served_records_each_providers_reason(store: Le
 
 def test_acquire_refused_by_a_provider_names_it_in_details(store: LeaseStore) -> None:
     with pytest.raises(ProviderFailed) as raised:
-        leases.acquire(REQUEST, store, registry_of(CountingProvider(fail=True)))
+        acquire(REQUEST, store, registry_of(memory_provider(refuse=True)))
 
     assert (raised.value.details or {})["providers"] == {"local-docker": "local-docker refused the worker"}
 
 
 def test_acquire_whose_worker_may_exist_leaves_the_lease_pending_for_the_reconciler(store: LeaseStore) -> None:
-    class LostCreate(CountingProvider):
+    class LostCreate(MemoryProvider):
         def provision(self, lease: Lease, env: object, deadline: Deadline | None = None) -> object:  # type: ignore[override]
             raise WorkerOutcomeUnknown("timed out after 25.0 s waiting for an answer; left to the reconciler")
 
     with pytest.raises(NoCapacity) as raised:
-        leases.acquire(REQUEST, store, registry_of(LostCreate()))
+        acquire(REQUEST, store, registry_of(LostCreate()))
 
     lease_id = str((raised.value.details or {})["lease_id"])
     assert store.get(lease_id).status == LeaseStatus.PENDING
 
 
 def test_acquire_past_its_deadline_tries_no_further_provider(store: LeaseStore) -> None:
-    first, second = CountingProvider("local-docker", full=True), CountingProvider("runpod")
+    first, second = memory_provider("local-docker", full=True), memory_provider("runpod")
     spent = Deadline.within(-1)
 
     with pytest.raises(NoCapacity) as raised:
-        leases.acquire(REQUEST, store, registry_of(first, second), deadline=spent)
+        acquire(REQUEST, store, registry_of(first, second), deadline=spent)
 
     assert second.workers == {}
     assert (raised.value.details or {})["providers"]["runpod"] == "not tried: the request's time budget ran out"  # type: ignore[index]

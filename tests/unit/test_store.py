@@ -11,7 +11,8 @@ import pytest
 
 from devstack.dynamodb import DynamoDBClient
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner
-from scheduler.models import LeaseStatus, ListFilter, WorkerKind
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import ListFilter, WorkerKind
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.items import InvalidNumber

@@ -9,7 +9,7 @@ with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:
 ```
 """
 
-from .client import DEFAULT_URL, SchedulerClient, __version__
+from .client import DEFAULT_URL, SchedulerClient, __version__, lease
 from .errors import (
     Conflict,
     Forbidden,
@@ -25,7 +25,7 @@ from .errors import (
     ServiceUnreachable,
     Unauthorized,
 )
-from .leasing import LeaseHandle, lease
+from .leasing import LeaseHandle
 from .models import Lease
 
 __all__ = [

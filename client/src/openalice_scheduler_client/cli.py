@@ -1,4 +1,4 @@
-"""`leasectl`: the lease API from the command line (contract section 6).
+"""`leasectl`: the lease API from the command line.
 
     leasectl [--url URL] [--secret S] [--json] COMMAND
 

@@ -25,10 +25,10 @@ import random
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -41,10 +41,8 @@ from .errors import (
     ServiceUnreachable,
     error_from_response,
 )
+from .leasing import LeaseHandle, hold
 from .models import Lease
-
-if TYPE_CHECKING:
-    from .leasing import LeaseHandle
 
 __version__ = "0.1.0"
 
@@ -108,7 +106,7 @@ def _decode(response: requests.Response) -> Any:
 
 
 class SchedulerClient(AbstractContextManager["SchedulerClient"]):
-    """A client of the scheduler's lease API (contract section 2).
+    """A client of the scheduler's lease API (openapi.yaml).
 
     `url` defaults to `$SCHEDULER_URL` or `http://127.0.0.1:3000`; `secret` (sent as
     `X-Internal-Secret`) to `$INTERNAL_SECRET`. `timeout` is per HTTP attempt; `retries`,
@@ -341,8 +339,6 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
 
         See `openalice_scheduler_client.leasing.hold` for the renewal and release behaviour.
         """
-        from .leasing import hold
-
         return hold(self, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs)
 
     # --- HTTP and retries --------------------------------------------------------------------------
@@ -469,3 +465,24 @@ def _describe(error: BaseException) -> str:
         if marker in text:
             return marker.lower()
     return type(error).__name__
+
+
+@contextmanager
+def lease(
+    kind: str,
+    ttl_seconds: int = 600,
+    *,
+    url: str | None = None,
+    secret: str | None = None,
+    renew_every: float | None = None,
+    **acquire_kwargs: Any,
+) -> Iterator[LeaseHandle]:
+    """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
+
+    `url`/`secret` default to `$SCHEDULER_URL`/`$INTERNAL_SECRET`; the rest is as `SchedulerClient.lease`.
+    """
+    with (
+        SchedulerClient(url, secret) as client,
+        hold(client, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs) as handle,
+    ):
+        yield handle

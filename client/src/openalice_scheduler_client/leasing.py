@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, Self
 
-from .client import SchedulerClient
 from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 from .models import Lease
 
@@ -18,6 +17,34 @@ logger = logging.getLogger("openalice_scheduler_client")
 # Renewal answers that no retry can change: the lease is gone or no longer ours.
 PERMANENT_RENEWAL_ERRORS = (NotFound, Forbidden, Unauthorized, Conflict, InvalidRequest)
 MIN_RENEW_INTERVAL = 0.05
+
+
+class LeaseApi(Protocol):
+    """What holding a lease needs of a client (`LeaseApi` is one); it keeps this module below it."""
+
+    timeout: float
+    retry_deadline: float
+
+    def acquire(
+        self,
+        kind: str,
+        *,
+        gpu: str = ...,
+        ttl_seconds: int | None = ...,
+        owner_id: str | None = ...,
+        correlation_id: str | None = ...,
+        region: str | None = ...,
+        env: Mapping[str, str] | None = ...,
+        idempotency_key: str | None = ...,
+    ) -> Lease: ...
+
+    def renew(self, lease_id: str, *, ttl_seconds: int | None = ..., owner_id: str | None = ...) -> Lease: ...
+
+    def release(self, lease_id: str, *, owner_id: str | None = ...) -> None: ...
+
+    def copy(self, **overrides: Any) -> Self: ...
+
+    def close(self) -> None: ...
 
 
 class LeaseHandle:
@@ -90,7 +117,7 @@ class _Renewer(threading.Thread):
     """Renews the lease every `interval` seconds until stopped; retries sooner after transient failures."""
 
     def __init__(
-        self, client: SchedulerClient, handle: LeaseHandle, ttl_seconds: int, owner_id: str | None, interval: float
+        self, client: LeaseApi, handle: LeaseHandle, ttl_seconds: int, owner_id: str | None, interval: float
     ) -> None:
         super().__init__(name=f"lease-renewer-{handle.lease_id[:8]}", daemon=True)
         self._client = client
@@ -134,7 +161,7 @@ class _Renewer(threading.Thread):
 
 @contextmanager
 def hold(
-    client: SchedulerClient,
+    client: LeaseApi,
     *,
     kind: str,
     ttl_seconds: int = 600,
@@ -177,37 +204,16 @@ def hold(
         _release(client, handle, owner_id)
 
 
-def _stop(renewer: _Renewer, renew_client: SchedulerClient) -> None:
+def _stop(renewer: _Renewer, renew_client: LeaseApi) -> None:
     # An in-flight renewal is given one request timeout to finish; a daemon thread still stuck
     # after that can only end in an answer it ignores (its stop flag is set).
     renewer.stop(timeout=renew_client.timeout + 1.0)
     renew_client.close()
 
 
-def _release(client: SchedulerClient, handle: LeaseHandle, owner_id: str | None) -> None:
+def _release(client: LeaseApi, handle: LeaseHandle, owner_id: str | None) -> None:
     try:
         client.release(handle.lease_id, owner_id=owner_id)
     except NotFound as ended:
         level = logging.WARNING if handle.lost else logging.INFO
         logger.log(level, "lease %s had already ended when released (%s)", handle.lease_id, ended)
-
-
-@contextmanager
-def lease(
-    kind: str,
-    ttl_seconds: int = 600,
-    *,
-    url: str | None = None,
-    secret: str | None = None,
-    renew_every: float | None = None,
-    **acquire_kwargs: Any,
-) -> Iterator[LeaseHandle]:
-    """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
-
-    `url`/`secret` default to `$SCHEDULER_URL`/`$INTERNAL_SECRET`; the rest is as `SchedulerClient.lease`.
-    """
-    with (
-        SchedulerClient(url, secret) as client,
-        hold(client, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs) as handle,
-    ):
-        yield handle

@@ -1,4 +1,4 @@
-"""The Lease the API returns (contract section 2), as a typed, immutable value."""
+"""The Lease the API returns (openapi.yaml `Lease`), as a typed, immutable value."""
 
 from __future__ import annotations
 

@@ -1,4 +1,16 @@
-"""Configuration, parsed once from the environment into a typed, immutable value (contract section 3).
+"""Configuration: every variable the functions read, parsed once from the environment into typed values.
+
+Each field's variable is its UPPER_CASE name, and each says where it comes from:
+
+- `parameter="X"`: template.yaml sets it from parameter X (whose UPPER_SNAKE name is the variable, so
+  `make run` overrides it with the same variable);
+- `template=True`: template.yaml sets it to a constant or to a resource it creates (a table name);
+- `local="..."`: never set in AWS; it exists for `make run` and tests, for the reason given.
+
+The settings of each provider live with the provider (`providers/<name>`, a `ProviderSettings`), are
+declared the same way and are parsed here, with the rest, for every provider `PROVIDERS` names; a
+provider's cap `<NAME>_MAX_LEASES` is derived from its name. `tests/unit/test_configuration.py` fails
+when a field, template.yaml and the README's configuration table disagree.
 
 A plain dataclass rather than a pydantic model: building a pydantic model costs ~15 ms of cold start
 and every function reads its settings at init; the checks here are the few that matter.
@@ -7,11 +19,15 @@ and every function reads its settings at init; the checks here are the few that 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
+from typing import Any, ClassVar, Self, TypeVar
 
 from scheduler.errors import ConfigurationError
+from scheduler.providers.registry import PROVIDERS, provider_package
+
+_S = TypeVar("_S", bound="SettingsSection")
 
 
 class Secret(str):
@@ -26,100 +42,205 @@ class Secret(str):
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything the functions read from their environment."""
+class Source:
+    """Where a variable's value comes from in a deployed stack."""
 
-    providers: tuple[str, ...] = ("local-docker",)
-    leases_table: str = "openalice-scheduler-leases"
-    counters_table: str = "openalice-scheduler-counters"
-    idempotency_table: str = "openalice-scheduler-idempotency"
-    idempotency_ttl_seconds: int = 24 * 3600
-    renderer_image: str = "openalice/renderer:latest"
-    anim_image: str = "openalice/anim:latest"
-    docker_network: str = "bridge"
-    worker_port: int = 8080
-    docker_tls_secret_arn: str | None = None
-    docker_api_version: str | None = None  # None: negotiate with the engine
-    worker_read_check_seconds: int = 5
-    sweep_interval_seconds: int = 60
-    reconcile_interval_seconds: int = 300
-    orphan_grace_seconds: int = 600
-    pending_deadline_seconds: int = 120
-    release_claim_seconds: int = 120
-    retention_seconds: int = 7 * 24 * 3600
-    live_index_shards: int = 1
-    # How long one store call keeps retrying DynamoDB's contention answers (conflicts, throttling).
-    store_retry_seconds: int = 5
-    local_docker_max_leases: int | None = None
-    runpod_max_leases: int | None = None
-    max_leases_per_owner: int | None = None
-    runpod_api_url: str = "https://api.runpod.io"
-    runpod_api_key: Secret | None = None
-    runpod_api_key_secret_arn: str | None = None
-    runpod_renderer_template: str | None = None
-    runpod_anim_template: str | None = None
-    runpod_gpu_types_entry: tuple[str, ...] = ()
-    runpod_gpu_types_mid: tuple[str, ...] = ()
-    runpod_gpu_types_high: tuple[str, ...] = ()
-    runpod_http_port: int = 8080
+    parameter: str | None = None  # set from this template parameter
+    template: bool = False  # set by the template to a constant or a resource
+    local: str | None = None  # not set in AWS: why it exists
+
+    @property
+    def label(self) -> str:
+        if self.parameter:
+            return f"parameter {self.parameter}"
+        return "template" if self.template else "local only"
+
+
+def setting(
+    default: Any,
+    *,
+    parameter: str | None = None,
+    template: bool = False,
+    local: str | None = None,
+    parse: Callable[[str], Any] | None = None,
+    low: int | None = None,
+    high: int | None = None,
+) -> Any:
+    """A settings field: its default, where a deployed stack sets it, and how its text is parsed."""
+    if sum((parameter is not None, template, local is not None)) != 1:
+        raise ValueError("a setting comes from exactly one place: a parameter, the template, or local only")
+    metadata = {"source": Source(parameter, template, local), "parse": parse, "low": low, "high": high}
+    return field(default=default, metadata=metadata)
+
+
+def names(raw: str) -> tuple[str, ...]:
+    """A comma list (blank entries dropped)."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def one_of(*allowed: str) -> Callable[[str], str]:
+    """Exactly one of `allowed`."""
+
+    def parse(raw: str) -> str:
+        if raw not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return raw
+
+    return parse
+
+
+@dataclass(frozen=True)
+class SettingsSection:
+    """Typed settings parsed from an environment; a field's variable is its UPPER_CASE name."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
-        """Parse the environment (each field's variable is its UPPER_CASE name); a bad value names the variable."""
-        values: dict[str, object] = {}
-        for field in fields(cls):
-            raw = environ.get(field.name.upper(), "").strip()
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
+        """Parse the fields' variables; a bad value names the variable."""
+        return cls(**cls.parse_values(environ))
+
+    @classmethod
+    def parse_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            if "source" not in spec.metadata:
+                continue
+            raw = environ.get(spec.name.upper(), "").strip()
             if raw == "":
                 continue
             try:
-                values[field.name] = _parse(field.name, raw)
+                values[spec.name] = _parse(spec.metadata, spec.type, raw)
             except ValueError as error:
-                raise ConfigurationError(f"invalid configuration: {field.name.upper()}={raw!r}: {error}") from error
-        providers = values.get("providers")
-        if isinstance(providers, tuple) and len(set(providers)) != len(providers):
-            raise ConfigurationError(f"invalid configuration: PROVIDERS names a provider twice: {providers}")
-        return cls(**values)  # type: ignore[arg-type]
+                raise ConfigurationError(f"invalid configuration: {spec.name.upper()}={raw!r}: {error}") from error
+        return values
+
+    @classmethod
+    def variables(cls) -> dict[str, tuple[Source, Any]]:
+        """Each variable with where it comes from and its default (for docs and the consistency test)."""
+        return {
+            spec.name.upper(): (spec.metadata["source"], None if spec.default is MISSING else spec.default)
+            for spec in fields(cls)
+            if "source" in spec.metadata
+        }
 
 
-_LIMITS: dict[str, tuple[int, int | None]] = {
-    "idempotency_ttl_seconds": (60, None),
-    "worker_port": (1, 65535),
-    "runpod_http_port": (1, 65535),
-    "sweep_interval_seconds": (1, None),
-    "reconcile_interval_seconds": (1, None),
-    "orphan_grace_seconds": (0, None),
-    "pending_deadline_seconds": (1, None),
-    "release_claim_seconds": (1, None),
-    "retention_seconds": (60, None),
-    "live_index_shards": (1, 64),
-    "store_retry_seconds": (0, 25),
-    "local_docker_max_leases": (0, None),
-    "runpod_max_leases": (0, None),
-    "max_leases_per_owner": (0, None),
-    "worker_read_check_seconds": (0, None),
-}
-_LISTS = {"providers", "runpod_gpu_types_entry", "runpod_gpu_types_mid", "runpod_gpu_types_high"}
+def _parse(metadata: Mapping[str, Any], annotation: object, raw: str) -> object:
+    parser = metadata["parse"]
+    if parser is None and str(annotation).startswith("int"):  # `int` and `int | None` fields
+        parser = int
+    value = parser(raw) if parser is not None else raw
+    low, high = metadata["low"], metadata["high"]
+    if isinstance(value, int) and ((low is not None and value < low) or (high is not None and value > high)):
+        raise ValueError(f"must be between {low} and {high}" if high is not None else f"must be at least {low}")
+    return value
 
 
-def _parse(name: str, raw: str) -> object:
-    if name in _LISTS:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if name == "runpod_api_key":
-        return Secret(raw)
-    if name == "docker_api_version":
-        if raw.lower() == "auto":
-            return None
-        parts = raw.split(".")
-        if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
-            raise ValueError("must be an Engine API version such as 1.44 (empty or auto: negotiate with the engine)")
-        return raw
-    if name in _LIMITS:
-        number = int(raw)
-        low, high = _LIMITS[name]
-        if number < low or (high is not None and number > high):
-            raise ValueError(f"must be between {low} and {high}" if high is not None else f"must be at least {low}")
-        return number
+def provider_settings(name: str) -> type[SettingsSection]:
+    """The settings class of a known provider (`SETTINGS` in its package)."""
+    settings: type[SettingsSection] = provider_package(name).SETTINGS
+    return settings
+
+
+def cap_variable(provider: str) -> str:
+    """The variable that caps a provider's live leases: `local-docker` → LOCAL_DOCKER_MAX_LEASES."""
+    return provider.upper().replace("-", "_") + "_MAX_LEASES"
+
+
+def cap_parameter(provider: str) -> str:
+    """The template parameter behind it: `local-docker` → LocalDockerMaxLeases."""
+    return "".join(part.capitalize() for part in provider.split("-")) + "MaxLeases"
+
+
+def _api_version(raw: str) -> str | None:
+    if raw.lower() == "auto":
+        return None
+    parts = raw.split(".")
+    if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError("must be an Engine API version such as 1.44 (empty or auto: negotiate with the engine)")
     return raw
+
+
+API_VERSION = _api_version  # for providers whose settings take an Engine API version
+
+
+@dataclass(frozen=True)
+class Settings(SettingsSection):
+    """Everything the functions read from their environment."""
+
+    providers: tuple[str, ...] = setting(("local-docker",), parameter="Providers", parse=names)
+    leases_table: str = setting("openalice-scheduler-leases", template=True)
+    counters_table: str = setting("openalice-scheduler-counters", template=True)
+    idempotency_table: str = setting("openalice-scheduler-idempotency", template=True)
+    idempotency_ttl_seconds: int = setting(24 * 3600, parameter="IdempotencyTtlSeconds", low=60)
+    internal_secret: Secret | None = setting(
+        None, local="the shared secret itself (AWS: INTERNAL_SECRET_ARN)", parse=Secret
+    )
+    internal_secret_arn: str | None = setting(None, template=True)
+    worker_read_check_seconds: int = setting(5, parameter="WorkerReadCheckSeconds", low=0)
+    orphan_grace_seconds: int = setting(600, parameter="OrphanGraceSeconds", low=0)
+    pending_deadline_seconds: int = setting(120, parameter="PendingDeadlineSeconds", low=1)
+    release_claim_seconds: int = setting(120, parameter="ReleaseClaimSeconds", low=1)
+    retention_seconds: int = setting(7 * 24 * 3600, parameter="RetentionSeconds", low=60)
+    live_index_shards: int = setting(1, parameter="LiveIndexShards", low=1, high=64)
+    # How long one store call keeps retrying DynamoDB's contention answers (conflicts, throttling).
+    store_retry_seconds: int = setting(5, parameter="StoreRetrySeconds", low=0, high=25)
+    max_leases_per_owner: int | None = setting(None, parameter="MaxLeasesPerOwner", low=0)
+    log_level: str = setting("INFO", parameter="LogLevel", parse=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
+    powertools_metrics_namespace: str = setting("OpenAliceScheduler", template=True)
+    aws_lambda_exec_wrapper: str | None = setting(None, template=True)
+    otel_exporter_otlp_endpoint: str | None = setting(
+        None, local="an OpenTelemetry collector outside Lambda (the ADOT wrapper sets it in AWS)"
+    )
+    # Derived: `<NAME>_MAX_LEASES` of every known provider (template parameter `<Name>MaxLeases`).
+    provider_caps: Mapping[str, int] = field(default_factory=dict)
+    # Each configured provider's own settings (`providers/<name>`), by provider name.
+    sections: Mapping[str, SettingsSection] = field(default_factory=dict, repr=False)
+
+    CAP_LOW: ClassVar[int] = 0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
+        """Parse the environment, each configured provider's section and every provider's cap."""
+        values = cls.parse_values(environ)
+        providers = values.get("providers", ("local-docker",))
+        if len(set(providers)) != len(providers):
+            raise ConfigurationError(f"invalid configuration: PROVIDERS names a provider twice: {providers}")
+        caps: dict[str, int] = {}
+        for name in PROVIDERS:
+            raw = environ.get(cap_variable(name), "").strip()
+            if raw:
+                caps[name] = _cap(cap_variable(name), raw)
+        sections = {name: provider_settings(name).from_environ(environ) for name in providers if name in PROVIDERS}
+        return cls(**values, provider_caps=caps, sections=sections)
+
+    def section(self, provider: str, kind: type[_S]) -> _S:
+        """The settings of `provider` (its defaults when this value was built without them)."""
+        found = self.sections.get(provider)
+        return found if isinstance(found, kind) else kind()
+
+    @property
+    def tracing(self) -> bool:
+        """True when the function runs under the ADOT wrapper (or OTel is otherwise configured)."""
+        return bool(self.aws_lambda_exec_wrapper or self.otel_exporter_otlp_endpoint)
+
+
+def _cap(variable: str, raw: str) -> int:
+    try:
+        value = int(raw)
+        if value < Settings.CAP_LOW:
+            raise ValueError(f"must be at least {Settings.CAP_LOW}")
+    except ValueError as error:
+        raise ConfigurationError(f"invalid configuration: {variable}={raw!r}: {error}") from error
+    return value
+
+
+# Variables set in template.yaml that no code of ours reads: the libraries that do.
+LIBRARY_VARIABLES = {
+    "POWERTOOLS_SERVICE_NAME": "powertools Logger and Metrics (the service name on every log line and metric)",
+    "POWERTOOLS_LOG_LEVEL": "powertools Logger",
+    "OTEL_SERVICE_NAME": "the ADOT layer's OpenTelemetry SDK",
+    "OTEL_PROPAGATORS": "the ADOT layer's OpenTelemetry SDK",
+    "AWS_ENDPOINT_URL": "botocore (declared for `sam local` only; never set in AWS)",
+}
 
 
 @cache

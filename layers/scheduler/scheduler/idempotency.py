@@ -25,26 +25,33 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict
-from scheduler.models import Lease, LeaseRequest
+from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
+from scheduler.models import LeaseRequest
 
 MAX_KEY_LENGTH = 255
 _WAIT_SECONDS = 25.0  # below the acquire function's 30 s timeout
 
 
+class _NotRemembered(Exception):
+    """A fresh acquire that got no worker: raised through powertools so that the key is not remembered."""
+
+    def __init__(self, outcome: NotAcquired) -> None:
+        super().__init__(outcome.error.message)
+        self.outcome = outcome
+
+
 class IdempotentAcquire:
-    """Runs `acquire` at most once per key (within the key's lifetime) and replays its answer."""
+    """Runs an acquire at most once per key (within the key's lifetime) and replays its answer."""
 
     def __init__(
         self,
-        acquire: Callable[[LeaseRequest, str, Deadline | None], Lease],
         table_name: str,
         client: Any,
         expires_after_seconds: int,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._acquire = acquire
         self._sleep = sleep
-        self._invocation = local()  # the deadline of the call in progress (not part of the idempotency record)
+        self._invocation = local()  # this call's acquire and its outcome (not part of the idempotency record)
         self.config = IdempotencyConfig(
             event_key_jmespath="key",
             payload_validation_jmespath="body",
@@ -60,30 +67,38 @@ class IdempotentAcquire:
         self,
         key: str,
         request: LeaseRequest,
-        lease_id: str,
+        acquire: Callable[[], AcquireOutcome],
         lambda_context: Any = None,
         deadline: Deadline | None = None,
-    ) -> dict[str, Any]:
-        """The response body for this key: made now (as `lease_id`, within `deadline`), or replayed."""
+    ) -> AcquireOutcome:
+        """`acquire()`'s outcome the first time a key is seen with this body; `Replayed` for a repeat."""
         if not key or len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
             raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable ASCII characters")
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)
-        attempt = {"key": key, "body": request.model_dump(mode="json"), "lease_id": lease_id}
-        self._invocation.deadline = deadline
+        attempt = {"key": key, "body": request.model_dump(mode="json")}
+        self._invocation.acquire = acquire
         wait_until = or_never(deadline).sooner(_WAIT_SECONDS)
         while True:
+            self._invocation.outcome = None
             try:
-                return dict(self._run(attempt=attempt))
+                answer = dict(self._run(attempt=attempt))
+            except _NotRemembered as failed:
+                return failed.outcome
             except IdempotencyValidationError as error:
                 raise LeaseConflict("this Idempotency-Key was already used with a different request body") from error
             except IdempotencyAlreadyInProgressError as error:
                 if wait_until.expired:
                     raise LeaseConflict("a request with this Idempotency-Key is still in progress") from error
                 self._sleep(0.2)
+                continue
+            fresh = self._invocation.outcome
+            return fresh if isinstance(fresh, Acquired) else Replayed(answer)
 
     def _acquire_once(self, attempt: dict[str, Any]) -> dict[str, Any]:
-        deadline = getattr(self._invocation, "deadline", None)
-        lease = self._acquire(LeaseRequest.model_validate(attempt["body"]), attempt["lease_id"], deadline)
-        return {"lease": lease.wire(), "provider": lease.provider}
+        outcome = self._invocation.acquire()
+        if isinstance(outcome, NotAcquired):
+            raise _NotRemembered(outcome)
+        self._invocation.outcome = outcome
+        return outcome.body()

@@ -1,4 +1,5 @@
-"""Caps on live leases per provider (`*_MAX_LEASES`) and per owner (`MAX_LEASES_PER_OWNER`)."""
+"""Which atomic limits an acquire takes: caps on live leases per provider (`<NAME>_MAX_LEASES`) and per
+owner (`MAX_LEASES_PER_OWNER`), each a counter taken in the lease's own transaction (`store/counters.py`)."""
 
 from __future__ import annotations
 
@@ -23,15 +24,7 @@ class LeaseLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> LeaseLimits:
         """The limits the environment sets."""
-        caps = {
-            name: cap
-            for name, cap in (
-                ("local-docker", settings.local_docker_max_leases),
-                ("runpod", settings.runpod_max_leases),
-            )
-            if cap is not None
-        }
-        return cls(provider_caps=caps, per_owner=settings.max_leases_per_owner)
+        return cls(provider_caps=dict(settings.provider_caps), per_owner=settings.max_leases_per_owner)
 
     @property
     def active(self) -> bool:

@@ -1,14 +1,16 @@
-"""Wire models of the lease API (contract section 2) and the domain types behind them."""
+"""Wire shapes of the lease API (`openapi.yaml`): requests, the Lease, the list query, and their enums."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_serializer, field_validator
+
+from scheduler.lifecycle import LeaseStatus
 
 MAX_TTL_SECONDS = 28_800
 DEFAULT_TTL_SECONDS = 3_600
@@ -29,20 +31,6 @@ class GpuClass(StrEnum):
     HIGH = "high"
 
 
-class LeaseStatus(StrEnum):
-    PENDING = "pending"
-    ACTIVE = "active"
-    RELEASING = "releasing"
-    RELEASED = "released"
-    EXPIRED = "expired"
-    FAILED = "failed"
-
-    @property
-    def is_live(self) -> bool:
-        """Live leases may still own a worker; terminal ones never do."""
-        return self in (LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING)
-
-
 OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
 # Owners travel back in the X-Lease-Owner header, so they must be header-safe: printable ASCII,
 # no surrounding spaces (a value no header can carry would lock its lease for good).
@@ -57,18 +45,6 @@ def is_lease_id(value: object) -> bool:
         return str(uuid.UUID(value)) == value
     except ValueError:
         return False
-
-
-def utc_now() -> datetime:
-    """Now, in UTC."""
-    return datetime.now(UTC)
-
-
-def expiry_after(now: datetime, ttl_seconds: int) -> datetime:
-    """`now + ttl`, rounded up to the whole second the wire carries: a lease is never shorter than asked."""
-    exact = now + timedelta(seconds=ttl_seconds)
-    whole = exact.replace(microsecond=0)
-    return whole if whole == exact else whole + timedelta(seconds=1)
 
 
 def format_time(value: datetime) -> str:
@@ -101,7 +77,9 @@ class LeaseRequest(BaseModel):
     def _env_keys_are_variable_names(cls, env: dict[str, str]) -> dict[str, str]:
         bad = sorted(key for key in env if not _ENV_KEY.fullmatch(key))
         if bad:
-            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {', '.join(bad[:5])}")
+            # A lone surrogate would break the message itself (pydantic encodes it): escape what UTF-8 cannot carry.
+            shown = ", ".join(key.encode("utf-8", "backslashreplace").decode() for key in bad[:5])
+            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {shown}")
         return env
 
 
@@ -144,7 +122,7 @@ class Lease(BaseModel):
         return self.expires_at <= now
 
     def wire(self) -> dict[str, object]:
-        """The JSON-ready shape of contract section 2."""
+        """The JSON-ready shape `openapi.yaml` describes (schema Lease)."""
         return self.model_dump(mode="json")
 
 
@@ -166,6 +144,3 @@ class ListFilter(BaseModel):
         return value
 
     next_token: Annotated[StrictStr | None, Field(default=None, max_length=4096)] = None
-
-
-ReleaseOutcome = Literal["released", "expired", "failed"]

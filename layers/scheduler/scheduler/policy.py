@@ -1,13 +1,17 @@
-"""Selection policy: the first provider in `PROVIDERS` order that can serve, falling over on capacity errors."""
+"""Selection policy: the first provider in `PROVIDERS` order that can serve, falling over on capacity.
+
+`attempt` is where the provider contract's errors on provision become decisions (see
+`providers/base.py`): capacity (unreachable included) → skip to the next provider; a refusal → stop.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
-from scheduler.deadline import Deadline, or_never
-from scheduler.errors import NoCapacity
+from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import (
     Provider,
@@ -20,19 +24,31 @@ from scheduler.providers.base import (
 logger = Logger(child=True)
 
 
-class NoCapacityWorkerUnsettled(NoCapacity):
-    """No provider served, and one may have made a worker it could not confirm removed in time.
+@dataclass(frozen=True)
+class Provisioned:
+    """The provider made the worker."""
 
-    The lease must stay `pending`: the reconciler removes whatever carries its lease id.
-    """
+    provider: Provider
+    worker: ProvisionedWorker
 
 
-class ProviderRefused(ProviderRequestFailed):
-    """A provider refused the request outright; `refusals` names it (and any tried before) with the reason."""
+@dataclass(frozen=True)
+class Skipped:
+    """The provider cannot serve now: the next one is tried. `worker_may_exist`: it could not confirm
+    that nothing was left behind, so the lease must stay `pending` for the reconciler."""
 
-    def __init__(self, message: str, refusals: dict[str, str]) -> None:
-        super().__init__(message)
-        self.refusals = refusals
+    reason: str
+    worker_may_exist: bool = False
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The provider refused the request outright: no other provider is tried."""
+
+    reason: str
+
+
+Attempt = Provisioned | Skipped | Refused
 
 
 def candidates_for(providers: Sequence[Provider], request: LeaseRequest) -> list[Provider]:
@@ -40,41 +56,17 @@ def candidates_for(providers: Sequence[Provider], request: LeaseRequest) -> list
     return [provider for provider in providers if provider.available(request)]
 
 
-def provision_first_available(
-    candidates: Sequence[Provider],
-    lease: Lease,
-    env: Mapping[str, str],
-    before_attempt: Callable[[Provider], None] | None = None,
-    refusals: dict[str, str] | None = None,
-    deadline: Deadline | None = None,
-) -> tuple[Provider, ProvisionedWorker]:
-    """Provision on the first candidate that has capacity; NoCapacity when none has.
+def attempt(provider: Provider, lease: Lease, env: Mapping[str, str], deadline: Deadline) -> Attempt:
+    """Ask one provider for the lease's worker; its error, if any, as the decision it stands for."""
+    try:
+        return Provisioned(provider, provider.provision(lease, env, deadline))
+    except ProviderCapacityError as error:
+        skipped(provider.name, str(error))
+        return Skipped(str(error), worker_may_exist=isinstance(error, WorkerOutcomeUnknown))
+    except ProviderRequestFailed as error:
+        return Refused(str(error))
 
-    `before_attempt` runs before each try (e.g. to take the provider's cap slot) and may itself
-    refuse with ProviderCapacityError. Every try runs under `deadline`; once it has passed, the
-    providers not yet tried are reported as such instead.
-    """
-    deadline = or_never(deadline)
-    refusals = dict(refusals or {})
-    unsettled = False
-    for provider in candidates:
-        if deadline.expired:
-            refusals[provider.name] = "not tried: the request's time budget ran out"
-            continue
-        try:
-            if before_attempt is not None:
-                before_attempt(provider)
-            return provider, provider.provision(lease, env, deadline)
-        except ProviderCapacityError as error:
-            logger.warning(
-                "provider has no capacity, trying the next", extra={"provider": provider.name, "reason": str(error)}
-            )
-            refusals[provider.name] = str(error)
-            unsettled = unsettled or isinstance(error, WorkerOutcomeUnknown)
-        except ProviderRequestFailed as error:
-            raise ProviderRefused(str(error), {**refusals, provider.name: str(error)}) from error
-    kind = NoCapacityWorkerUnsettled if unsettled else NoCapacity
-    raise kind(
-        f"no provider can serve kind={lease.kind} gpu={lease.gpu} now",
-        details={"providers": refusals} if refusals else None,
-    )
+
+def skipped(provider: str, reason: str) -> None:
+    """Log a provider passed over for capacity."""
+    logger.warning("provider has no capacity, trying the next", extra={"provider": provider, "reason": reason})

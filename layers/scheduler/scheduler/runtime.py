@@ -1,21 +1,27 @@
-"""Factories the functions call once at init: the store and the provider registry, built from settings."""
+"""A function's dependencies: one `Runtime` per execution environment, each part built from the settings
+when first used, each replaceable.
+
+A handler module holds `runtime = Runtime.from_environment()` (warming at init what its first request
+would otherwise build); a test replaces it in one line, `app.runtime = Runtime(settings, store=...,
+providers=..., metrics=...)`, with no module reloads and no patched globals.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from scheduler.clock import Clock, utc_now
 from scheduler.config import Settings, get_settings
 from scheduler.deadline import Deadline
-from scheduler.limits import LeaseLimits
-from scheduler.providers.registry import ProviderRegistry
-from scheduler.store import LeaseStore
-from scheduler.store.retries import Backoff
 
-if TYPE_CHECKING:  # imported where used: only the acquire function pays for powertools Idempotency
+if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
     from scheduler.idempotency import IdempotentAcquire
-    from scheduler.liveness import ReadCheck
-    from scheduler.models import Lease
+    from scheduler.leases.liveness import ReadCheck
+    from scheduler.limits import LeaseLimits
+    from scheduler.observability.metrics import Metrics
+    from scheduler.providers.configured import ConfiguredProviders
+    from scheduler.store import LeaseStore
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
 # timeout). The reserve covers what follows the provider calls (recording the outcome, answering)
@@ -24,6 +30,8 @@ API_GATEWAY_TIMEOUT_SECONDS = 30.0
 REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
+
+_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check")
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -38,20 +46,91 @@ def background_deadline(context: Any) -> Deadline:
     return Deadline.of_invocation(context, reserve_seconds=BACKGROUND_RESERVE_SECONDS)
 
 
-def lease_store(settings: Settings | None = None) -> LeaseStore:
-    """A LeaseStore on the configured table, with bounded timeouts and standard retries."""
-    import boto3
-    from botocore.config import Config
+class Runtime:
+    """The settings and what is built from them: the lease store, the providers, limits, metrics, clock."""
 
-    settings = settings or get_settings()
-    client = boto3.client(
-        "dynamodb",
-        config=Config(
-            connect_timeout=2,
-            read_timeout=5,
-            retries={"mode": "standard", "max_attempts": 3},
-        ),
-    )
+    def __init__(self, settings: Settings, *, clock: Clock = utc_now, **parts: Any) -> None:
+        unknown = set(parts) - set(_PARTS)
+        if unknown:
+            raise TypeError(f"unknown runtime parts: {', '.join(sorted(unknown))}; known: {', '.join(_PARTS)}")
+        self.settings = settings
+        self.clock = clock
+        self.__dict__.update({name: part for name, part in parts.items() if part is not None})
+
+    @classmethod
+    def from_environment(cls) -> Runtime:
+        """The runtime of this execution environment, from its variables."""
+        return cls(get_settings())
+
+    def warm(self, *parts: str) -> Runtime:
+        """Build `parts` now (at init, which Lambda runs before the first request arrives)."""
+        for name in parts:
+            if name not in _PARTS:
+                raise TypeError(f"unknown runtime part {name!r}")
+            getattr(self, name)
+        return self
+
+    @cached_property
+    def store(self) -> LeaseStore:
+        """The lease store on the configured tables, with bounded timeouts and standard retries."""
+        return lease_store(self.settings)
+
+    @cached_property
+    def providers(self) -> ConfiguredProviders:
+        """The providers `PROVIDERS` names, each timed, counted and traced; drivers load on first use."""
+        from scheduler.observability.instrumented import InstrumentedProvider
+        from scheduler.providers.configured import ConfiguredProviders
+
+        metrics, tracing = self.metrics, self.settings.tracing
+        return ConfiguredProviders(
+            self.settings, wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing)
+        )
+
+    @cached_property
+    def limits(self) -> LeaseLimits:
+        """The provider caps and the owner quota the settings set."""
+        from scheduler.limits import LeaseLimits
+
+        return LeaseLimits.from_settings(self.settings)
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        """Where metrics go: EMF documents on stdout."""
+        from scheduler.observability.metrics import EmfMetrics
+
+        return EmfMetrics(self.settings.powertools_metrics_namespace)
+
+    @cached_property
+    def idempotency(self) -> IdempotentAcquire:
+        """Acquire behind powertools' Idempotency utility, on the idempotency table, sharing the store's client."""
+        from scheduler.idempotency import IdempotentAcquire
+
+        return IdempotentAcquire(
+            self.settings.idempotency_table, self.store.client, self.settings.idempotency_ttl_seconds
+        )
+
+    @cached_property
+    def read_check(self) -> ReadCheck:
+        """The check GET /v1/lease/{id} runs on an active lease's worker (drivers load on first need)."""
+        from scheduler.leases.liveness import ReadCheck
+
+        return ReadCheck(
+            self.store, self.providers, interval_seconds=self.settings.worker_read_check_seconds, clock=self.clock
+        )
+
+
+def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
+    """A LeaseStore as the settings configure it, on `client` (default: a DynamoDB client with bounded
+    timeouts and standard retries)."""
+    from scheduler.store import LeaseStore
+    from scheduler.store.retries import Backoff
+
+    if client is None:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
+        client = boto3.client("dynamodb", config=config)
     return LeaseStore(
         settings.leases_table,
         client,
@@ -60,54 +139,4 @@ def lease_store(settings: Settings | None = None) -> LeaseStore:
         release_claim_seconds=settings.release_claim_seconds,
         counters_table=settings.counters_table,
         retry=Backoff(budget_seconds=settings.store_retry_seconds),
-    )
-
-
-def lease_limits(settings: Settings | None = None) -> LeaseLimits:
-    """The provider caps and owner quota the environment sets."""
-    return LeaseLimits.from_settings(settings or get_settings())
-
-
-def idempotent_acquire(
-    store: LeaseStore, providers: ProviderRegistry, limits: LeaseLimits, settings: Settings | None = None
-) -> IdempotentAcquire:
-    """Acquire behind powertools' Idempotency utility, on the idempotency table, sharing the store's client."""
-    from scheduler import leases
-    from scheduler.idempotency import IdempotentAcquire
-
-    settings = settings or get_settings()
-    return IdempotentAcquire(
-        lambda request, lease_id, deadline: leases.acquire(
-            request, store, providers, limits, lease_id=lease_id, deadline=deadline
-        ),
-        settings.idempotency_table,
-        store.client,
-        settings.idempotency_ttl_seconds,
-    )
-
-
-def provider_registry(settings: Settings | None = None) -> ProviderRegistry:
-    """The providers named by `PROVIDERS`, each timed, counted and traced; an unknown one refuses to start."""
-    from scheduler.observability import InstrumentedProvider
-
-    return ProviderRegistry(settings or get_settings(), wrap=InstrumentedProvider)
-
-
-def worker_read_check(
-    store: LeaseStore,
-    settings: Settings | None = None,
-    on_end: Callable[[Lease], None] | None = None,
-    providers: ProviderRegistry | None = None,
-) -> ReadCheck:
-    """The check GET /v1/lease/{id} runs on an active lease's worker (drivers load on first need)."""
-    from scheduler.liveness import ReadCheck
-    from scheduler.providers.registry import CHECKED_ON_READ
-
-    settings = settings or get_settings()
-    return ReadCheck(
-        store,
-        providers or provider_registry(settings),
-        checked=CHECKED_ON_READ,
-        interval_seconds=settings.worker_read_check_seconds,
-        on_end=on_end,
     )

@@ -34,7 +34,7 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 Model = TypeVar("Model", bound=BaseModel)
 Response = dict[str, Any]
 
-# The one place a domain error becomes an HTTP status and an error code (contract section 2).
+# The one place a domain error becomes an HTTP status and an error code (openapi.yaml, schema Error).
 ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     InvalidRequest: (400, "invalid_request"),
     NotLeaseOwner: (403, "forbidden"),

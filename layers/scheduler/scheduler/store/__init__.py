@@ -1,6 +1,7 @@
-"""The lease store: the only code that speaks DynamoDB."""
+"""The lease store: the only code that speaks DynamoDB (client, conditions, writes, reads, counters, items)."""
 
 from scheduler.store.items import lease_from_item
-from scheduler.store.leases import LIVE_INDEX, Claim, LeaseStateChanged, LeaseStore, ReadCounters
+from scheduler.store.leases import Claim, LeaseStateChanged, LeaseStore
+from scheduler.store.queries import LIVE_INDEX
 
-__all__ = ["LIVE_INDEX", "Claim", "LeaseStateChanged", "LeaseStore", "ReadCounters", "lease_from_item"]
+__all__ = ["LIVE_INDEX", "Claim", "LeaseStateChanged", "LeaseStore", "lease_from_item"]

@@ -1,4 +1,4 @@
-"""Lease counters: how many live leases each provider and each owner holds, for caps and quotas.
+"""Counters for atomic limits: how many live leases each provider and each owner holds (caps, quotas).
 
 A counter item (`counter` = "provider#<name>" or "owner#<owner_id>", `leases` = N) is only ever
 changed inside the same DynamoDB transaction as the lease that takes or gives back the slot, so
@@ -7,24 +7,32 @@ counters it holds (`held_counters`), so whatever ends it gives back exactly thos
 
 Every change also bumps the counter's `version`, so the reconciler's repair can prove that no lease
 took or gave back a slot between two of its passes (a value alone cannot: +1 then -1 reads the same).
+
+A limit is a counter name, a maximum and the amount one lease takes (1 slot today): a limit of
+another kind (a budget in dollars per hour, say) is another counter name and amount, taken in the
+same transaction as the lease's own write.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from scheduler.store.items import number_attr, string_attr
+from scheduler.errors import StoreUnavailable
+from scheduler.store.client import TableClient
+from scheduler.store.items import epoch, number_attr, string_attr
 
 
 @dataclass(frozen=True)
 class Limit:
-    """At most `maximum` live leases may hold `counter`."""
+    """At most `maximum` may be held of `counter`; one lease takes `amount`."""
 
     counter: str
     maximum: int | None  # None: counted, never refused
+    amount: int = 1
 
     @classmethod
     def for_provider(cls, provider: str, maximum: int | None) -> Limit:
@@ -35,14 +43,6 @@ class Limit:
     def for_owner(cls, owner_id: str, maximum: int) -> Limit:
         """The quota on one owner's live leases."""
         return cls(f"owner#{owner_id}", maximum)
-
-
-class LimitReached(Exception):
-    """Taking the slot would break the limit."""
-
-    def __init__(self, limit: Limit) -> None:
-        super().__init__(limit.counter)
-        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -80,17 +80,17 @@ def at_version(version: int) -> tuple[str, dict[str, str], dict[str, Any]]:
 
 
 def take(table: str, limit: Limit) -> dict[str, Any]:
-    """A transaction item taking one slot of `limit`, refused when it is full."""
+    """A transaction item taking `limit.amount` of `limit`, refused when that would pass its maximum."""
     update: dict[str, Any] = {
         "TableName": table,
         "Key": {"counter": string_attr(limit.counter)},
-        "UpdateExpression": "ADD leases :one, #version :one",
+        "UpdateExpression": "ADD leases :amount, #version :one",
         "ExpressionAttributeNames": {"#version": "version"},
-        "ExpressionAttributeValues": {":one": number_attr(1)},
+        "ExpressionAttributeValues": {":amount": number_attr(limit.amount), ":one": number_attr(1)},
     }
     if limit.maximum is not None:
-        update["ConditionExpression"] = "attribute_not_exists(leases) OR leases < :maximum"
-        update["ExpressionAttributeValues"][":maximum"] = number_attr(limit.maximum)
+        update["ConditionExpression"] = "attribute_not_exists(leases) OR leases <= :room"
+        update["ExpressionAttributeValues"][":room"] = number_attr(limit.maximum - limit.amount)
     return {"Update": update}
 
 
@@ -124,3 +124,78 @@ def expected_counts(held: Iterable[tuple[str, ...]]) -> Counter[str]:
     for counters in held:
         counts.update(counters)
     return counts
+
+
+class CounterBook(TableClient):
+    """Reading the counters table, and the reconciler's two-pass repair of a counter that drifted."""
+
+    def counter_values(self) -> dict[str, int]:
+        """Every counter as stored (a small table: one item per provider and per owner)."""
+        return {name: state.leases for name, state in self.counter_states().items()}
+
+    def counter_states(self) -> dict[str, CounterState]:
+        """Every counter with its version, read strongly consistently (a repair must see the latest)."""
+        request = {"TableName": self._counters(), "ConsistentRead": True}
+        return {
+            item["counter"]["S"]: CounterState.from_item(item)
+            for page in self._pages("Scan", request)
+            for item in page.get("Items", [])
+        }
+
+    def counters(self, names: Sequence[str]) -> dict[str, int]:
+        """The named counters (BatchGetItem: the cost does not grow with the number of owners).
+
+        DynamoDB may answer part of a batch and hand back the rest as UnprocessedKeys (throttling,
+        the 16 MB limit); those are asked for again with backoff, never read as 0.
+        """
+        if not names:
+            return {}
+        table = self._counters()
+        found: dict[str, int] = {}
+        pending: dict[str, Any] = {
+            table: {"Keys": [{"counter": string_attr(name)} for name in dict.fromkeys(names)], "ConsistentRead": True}
+        }
+        attempts = self._retry.attempts()
+        while True:
+            response = self._call("BatchGetItem", RequestItems=pending)
+            for item in response.get("Responses", {}).get(table, []):
+                found[item["counter"]["S"]] = int(item.get("leases", {}).get("N", "0"))
+            pending = {name: keys for name, keys in (response.get("UnprocessedKeys") or {}).items() if keys.get("Keys")}
+            if not pending:
+                return {name: found.get(name, 0) for name in names}
+            if not attempts.wait():
+                raise StoreUnavailable("the lease store kept part of a batch read unprocessed; try again shortly")
+
+    def suspect_counter(self, counter: str, version: int, expected: int, now: datetime) -> bool:
+        """Note on the counter that the live index disagrees with it at `version`; False if it changed since."""
+        return self._update_at_version(
+            counter,
+            version,
+            "SET suspect_version = :seen, suspect_expected = :expected, suspect_at = :now",
+            {":seen": number_attr(version), ":expected": number_attr(expected), ":now": number_attr(epoch(now))},
+        )
+
+    def repair_counter(self, counter: str, version: int, actual: int) -> bool:
+        """Set a drifted counter to `actual` unless it changed since `version`; True if repaired."""
+        return self._update_at_version(
+            counter,
+            version,
+            "SET leases = :actual, #version = :next REMOVE suspect_version, suspect_expected, suspect_at",
+            {":actual": number_attr(actual), ":next": number_attr(version + 1)},
+        )
+
+    def _update_at_version(self, counter: str, version: int, update: str, values: dict[str, Any]) -> bool:
+        condition, names, version_values = at_version(version)
+        try:
+            self._call(
+                "UpdateItem",
+                TableName=self._counters(),
+                Key={"counter": string_attr(counter)},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={**version_values, **values},
+            )
+        except self._errors.ConditionalCheckFailedException:
+            return False
+        return True

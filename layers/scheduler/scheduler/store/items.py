@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.models import GpuClass, Lease, LeaseStatus, WorkerKind
+from scheduler.lifecycle import LeaseStatus, Seen
+from scheduler.models import GpuClass, Lease, WorkerKind
 
 Item = dict[str, dict[str, Any]]
 
@@ -86,4 +87,37 @@ def lease_from_item(item: Item) -> Lease:
         ttl_seconds=int(item["ttl_seconds"]["N"]),
         cost_per_hour=float(cost) if cost else None,
         failure_reason=text("failure_reason"),
+    )
+
+
+def new_item(lease: Lease, shard: str) -> Item:
+    """The item of a lease as `record` writes it: live, so it carries the sweep index keys (due at expiry)."""
+    item: Item = {
+        "lease_id": string_attr(lease.lease_id),
+        "provider": string_attr(lease.provider),
+        "kind": string_attr(lease.kind.value),
+        "gpu": string_attr(lease.gpu.value),
+        "status": string_attr(lease.status.value),
+        "created_epoch": number_attr(epoch(lease.created_at)),
+        "expires_epoch": number_attr(epoch(lease.expires_at)),
+        "ttl_seconds": number_attr(lease.ttl_seconds),
+        "ttl": number_attr(epoch(lease.expires_at)),
+        "live_shard": string_attr(shard),
+        "due_at": number_attr(epoch(lease.expires_at)),
+    }
+    for name in ("owner_id", "correlation_id", "region"):
+        value = getattr(lease, name)
+        if value is not None:
+            item[name] = string_attr(value)
+    return item
+
+
+def seen(item: Item) -> Seen | None:
+    """What the state machine looks at in a lease item (None for an absent one)."""
+    if not item:
+        return None
+    return Seen(
+        status=LeaseStatus(item["status"]["S"]),
+        expires_epoch=int(item["expires_epoch"]["N"]),
+        owner_id=item.get("owner_id", {}).get("S"),
     )

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from aws_lambda_powertools import Logger
 
+from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
+from scheduler.leases.workers import release_claimed
+from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseStatus, utc_now
-from scheduler.providers.base import ManagedWorker, ProviderRequestFailed
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.models import Lease
+from scheduler.providers.base import ManagedWorker, ProviderRequestFailed, failed_request
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore, counters
-from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
 
@@ -37,12 +38,12 @@ class ReconcileReport:
 
 def reconcile(
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     *,
     orphan_grace_seconds: int,
     pending_deadline_seconds: int,
     limits: LeaseLimits | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Clock = utc_now,
     deadline: Deadline | None = None,
 ) -> ReconcileReport:
     """Remove orphans, fail ghosts and leases whose worker stopped, and clean up leases stuck in `pending`."""
@@ -55,7 +56,8 @@ def reconcile(
     workers: dict[str, list[ManagedWorker]] = {}
     for provider in providers.in_order():
         try:
-            workers[provider.name] = provider.list_managed(deadline)
+            with failed_request():
+                workers[provider.name] = provider.list_managed(deadline)
         except ProviderRequestFailed as error:
             report.errors.append(f"{provider.name}: {error}")
             logger.warning("cannot list workers; skipping this provider", extra={"provider": provider.name})
@@ -160,8 +162,8 @@ def repair_counters(store: LeaseStore, now: datetime) -> dict[str, tuple[int, in
 def _fail(
     lease: Lease,
     store: LeaseStore,
-    providers: ProviderRegistry,
-    clock: Callable[[], datetime],
+    providers: ConfiguredProviders,
+    clock: Clock,
     done: list[str],
     report: ReconcileReport,
     *,

@@ -1,39 +1,35 @@
-"""Removing the worker behind a claimed lease, shared by release, sweep, stream handler and reconciler."""
+"""Removing the worker behind a claimed lease, shared by release, sweep, stream handler, reconciler and reads."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
 from aws_lambda_powertools import Logger
 
+from scheduler.clock import Clock
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.base import failed_request
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 
 logger = Logger(child=True)
 
 
-def remove_worker(lease: Lease, providers: ProviderRegistry, deadline: Deadline | None = None) -> None:
+def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None) -> None:
     """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
     configured provider, found by its lease id, so every provider is asked.
     """
-    if lease.provider_token is not None and lease.provider in providers.names:
-        providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
-        return
-    for provider in providers.in_order():
-        provider.release(lease.lease_id, None, deadline)
+    with failed_request():
+        if lease.provider_token is not None and lease.provider in providers.names:
+            providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
+            return
+        for provider in providers.in_order():
+            provider.release(lease.lease_id, None, deadline)
 
 
 def release_claimed(
-    claim: Claim,
-    store: LeaseStore,
-    providers: ProviderRegistry,
-    clock: Callable[[], datetime],
-    deadline: Deadline | None = None,
+    claim: Claim, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline | None = None
 ) -> Lease:
     """Remove the claimed lease's worker, then record the outcome the claim names."""
     remove_worker(claim.lease, providers, deadline)

@@ -9,6 +9,9 @@ slots given back — by whichever sees it first:
   without spending an API quota (local-docker), at most every few seconds per lease;
 - the reconciler, from its full listing (`reconcile.py`).
 
+An unreachable provider here is a failed request (`providers.base.failed_request`): the check is
+skipped, never taken for "the worker is gone".
+
 A stopped worker is positive evidence (the engine reports the lease's own container as exited),
 so no settling delay applies; every end is a conditional claim on `active` with the lease's own
 worker token, so a racing release, renewal or second checker never double-ends a lease.
@@ -19,20 +22,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from aws_lambda_powertools import Logger
 
+from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import Lease, LeaseStatus, is_lease_id, utc_now
-from scheduler.providers.base import ProviderRequestFailed
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.leases.outcomes import Read
+from scheduler.leases.workers import release_claimed
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import Lease, is_lease_id
+from scheduler.providers.base import ProviderRequestFailed, failed_request
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
-from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
-
-Clock = Callable[[], datetime]
 
 
 @dataclass
@@ -44,7 +47,7 @@ class StoppedReport:
 
 
 def fail_stopped_workers(
-    store: LeaseStore, providers: ProviderRegistry, clock: Clock = utc_now, deadline: Deadline | None = None
+    store: LeaseStore, providers: ConfiguredProviders, clock: Clock = utc_now, deadline: Deadline | None = None
 ) -> StoppedReport:
     """End every active lease whose worker a provider reports stopped (one cheap call per provider)."""
     deadline = or_never(deadline)
@@ -53,7 +56,8 @@ def fail_stopped_workers(
         if deadline.expired:
             break
         try:
-            stopped = provider.stopped_workers(deadline)
+            with failed_request():
+                stopped = provider.stopped_workers(deadline)
         except ProviderRequestFailed as error:
             report.errors.append(f"{provider.name}: {error}")
             logger.warning("cannot list stopped workers", extra={"provider": provider.name, "error": str(error)})
@@ -74,7 +78,7 @@ def end_lease_of_stopped_worker(
     token: str,
     reason: str,
     store: LeaseStore,
-    providers: ProviderRegistry,
+    providers: ConfiguredProviders,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
 ) -> Lease | None:
@@ -110,20 +114,19 @@ class ReadCheck:
     def __init__(
         self,
         store: LeaseStore,
-        providers: ProviderRegistry,
+        providers: ConfiguredProviders,
         *,
-        checked: frozenset[str],
-        interval_seconds: float,
+        checked: frozenset[str] | None = None,
+        interval_seconds: float = 5.0,
         budget_seconds: float = 2.0,
         quiet_seconds: float = 30.0,
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         remember: int = 10_000,
-        on_end: Callable[[Lease], None] | None = None,
     ) -> None:
         self._store = store
         self._providers = providers
-        self._checked = checked & set(providers.names)
+        self._checked = (providers.checked_on_read() if checked is None else checked) & set(providers.names)
         self._interval = interval_seconds
         self._budget = budget_seconds
         self._quiet = quiet_seconds
@@ -132,31 +135,29 @@ class ReadCheck:
         self._remember = remember
         self._last_checked: dict[str, float] = {}
         self._quiet_until: dict[str, float] = {}
-        self._on_end = on_end
 
-    def __call__(self, lease: Lease, deadline: Deadline | None = None) -> Lease:
+    def __call__(self, lease: Lease, deadline: Deadline | None = None) -> Read:
         """The lease as read, or as ended now when its worker turned out to have stopped."""
         if not self._due(lease):
-            return lease
+            return Read(lease)
         assert lease.provider_token is not None  # noqa: S101 - _due checked it  # nosec B101
         deadline = or_never(deadline).sooner(self._budget)
         provider = self._providers.get(lease.provider)  # the driver loads only here, on first need
         try:
-            reason = provider.stopped_reason(lease.lease_id, lease.provider_token, deadline)
+            with failed_request():
+                reason = provider.stopped_reason(lease.lease_id, lease.provider_token, deadline)
         except ProviderRequestFailed as error:
             self._quiet_until[lease.provider] = self._monotonic() + self._quiet
             logger.warning("worker check on read failed", extra={"provider": lease.provider, "error": str(error)})
-            return lease
+            return Read(lease)
         if reason is None:
-            return lease
+            return Read(lease)
         ended = end_lease_of_stopped_worker(
             lease.lease_id, lease.provider_token, reason, self._store, self._providers, self._clock, deadline
         )
         if ended is None:
-            return self._store.get(lease.lease_id)
-        if self._on_end is not None:
-            self._on_end(ended)
-        return ended
+            return Read(self._store.get(lease.lease_id))
+        return Read(ended, ended_now=True)
 
     def _due(self, lease: Lease) -> bool:
         if lease.status != LeaseStatus.ACTIVE or lease.provider not in self._checked or not lease.provider_token:

@@ -20,7 +20,6 @@ import requests
 from aws_lambda_powertools import Logger
 
 from scheduler import SERVICE_NAME
-from scheduler.config import Settings
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
 from scheduler.providers.base import (
@@ -33,10 +32,10 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     worker_name,
 )
+from scheduler.providers.runpod import NAME, RunPodSettings
 
 logger = Logger(child=True)
 
-NAME = "runpod"
 USER_AGENT = f"{SERVICE_NAME}/0.1 (+https://github.com/openalice; python-requests)"
 _TIMEOUT = (3.05, 15.0)  # connect, read — every call has both
 _GONE_STATUSES = frozenset({"TERMINATED"})
@@ -67,7 +66,7 @@ class _Transient(Exception):
         self.delay = delay
 
 
-def from_settings(settings: Settings) -> RunPodProvider:
+def from_settings(settings: RunPodSettings) -> RunPodProvider:
     """The driver, active only when an API key is configured (env locally, Secrets Manager in AWS)."""
     if settings.runpod_api_key is not None:
         key = settings.runpod_api_key.get_secret_value()

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devstack.dynamodb import FAKE_CREDENTIALS, DynamoDBClient
 from devstack.lambda_environment import LambdaContext
-from scheduler.config import get_settings
-from scheduler.runtime import idempotent_acquire
-from tests.support.tables import make_table
 
-from .fake_provider import CountingProvider, registry_of
+from .conftest import Function
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
 EVENTS = REPO / "events"
 EXAMPLES = 150
 FUZZ = settings(
@@ -137,46 +136,16 @@ def crafted_token() -> st.SearchStrategy[str]:
 
 
 @pytest.fixture
-def handlers(
-    dynamodb: DynamoDBClient, backend: str, table_name: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[str], Any]]:
-    idempotency = make_table(dynamodb, backend, "idempotency", "IdempotencyTable")
-    for key, value in {
-        **FAKE_CREDENTIALS,
-        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb.meta.endpoint_url,
-        "LEASES_TABLE": table_name,
-        "IDEMPOTENCY_TABLE": idempotency,
-        "DOCKER_HOST": "tcp://127.0.0.1:9",  # never called: acquire gets an in-memory provider
-    }.items():
-        monkeypatch.setenv(key, value)
-    get_settings.cache_clear()
-    loaded: dict[str, Any] = {}
-
-    def handler(function: str) -> Any:
-        if function not in loaded:
-            import importlib.util
-            import sys
-
-            name = f"fuzzed_{function}_{uuid.uuid4().hex[:8]}"
-            spec = importlib.util.spec_from_file_location(name, REPO / "functions" / function / "app.py")
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            if function == "acquire_lease":
-                module.providers = registry_of(CountingProvider())
-                module.acquire_once = idempotent_acquire(module.store, module.providers, module.limits)
-            loaded[function] = module
-        return loaded[function]
-
-    yield handler
-    get_settings.cache_clear()
+def handlers(function: Callable[[str], Function]) -> Callable[[str], Any]:
+    """Each function's module, on this test's runtime (an in-memory provider)."""
+    return lambda name: function(name).module
 
 
 def invoke(module: Any, event_file: str, **changes: Any) -> dict[str, Any]:
     event = dict(json.loads((EVENTS / event_file).read_text()))
     event.update(changes)
-    response: dict[str, Any] = module.lambda_handler(event, LambdaContext("Fuzzed", 256, "req-fuzz", 2**62))
+    deadline_ms = int((time.time() + 30) * 1000)
+    response: dict[str, Any] = module.lambda_handler(event, LambdaContext("Fuzzed", 256, "req-fuzz", deadline_ms))
     return response
 
 

@@ -1,11 +1,10 @@
-"""The `local-docker` driver: one container per lease on a self-hosted Docker host, over mutual TLS.
+"""The `local-docker` driver: containers on one Docker Engine, labelled so the reconciler can find them.
 
 This module (with `docker_engine/`, how it connects) is the only code that speaks the Docker Engine API.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import tempfile
 import time
@@ -21,7 +20,6 @@ from aws_lambda_powertools import Logger
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
-from scheduler.config import Settings
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
 from scheduler.providers.base import (
@@ -42,10 +40,10 @@ from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
 from scheduler.providers.docker_engine.client import EngineClient, connect, forget_negotiated, negotiate
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
+from scheduler.providers.local_docker import NAME, LocalDockerSettings
 
 logger = Logger(child=True)
 
-NAME = "local-docker"
 _GONE_POLL_SECONDS = 10.0
 # Removing a half-made container needs a round trip or two; with less time left it is the reconciler's.
 _CLEANUP_MIN_SECONDS = 1.0
@@ -55,10 +53,10 @@ _CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.T
 STOPPED_STATES = ("exited", "dead", "restarting")
 
 
-def from_settings(settings: Settings) -> LocalDockerProvider:
-    """Build the driver from `DOCKER_*` variables, or from the TLS secret when running in AWS."""
+def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
+    """Build the driver from the `DOCKER_*` settings, or from the TLS secret when running in AWS."""
     images = {WorkerKind.RENDERER: settings.renderer_image, WorkerKind.ANIM: settings.anim_image}
-    environment = dict(os.environ)
+    environment = settings.docker_environment()
     if settings.docker_tls_secret_arn:
         environment.update(_tls_environment_from_secret(settings.docker_tls_secret_arn))
     return LocalDockerProvider(

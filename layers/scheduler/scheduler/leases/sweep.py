@@ -1,20 +1,18 @@
-"""Ending leases nobody released: the scheduled backstop sweep and the TTL-deletion stream handler."""
+"""The scheduled sweep: release every live lease past its due time (TTL deletion can lag by days)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import Lease, utc_now
+from scheduler.leases.workers import release_claimed
+from scheduler.models import Lease
 from scheduler.providers.base import ProviderRequestFailed
-from scheduler.providers.registry import ProviderRegistry
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
-from scheduler.workers import release_claimed
 
 logger = Logger(child=True)
 
@@ -32,8 +30,8 @@ class SweepReport:
 
 def sweep(
     store: LeaseStore,
-    providers: ProviderRegistry,
-    clock: Callable[[], datetime] = utc_now,
+    providers: ConfiguredProviders,
+    clock: Clock = utc_now,
     limit: int = 200,
     deadline: Deadline | None = None,
 ) -> SweepReport:
@@ -74,21 +72,3 @@ def sweep(
             extra={"lease_id": ended.lease_id, "status": ended.status.value, "provider": ended.provider},
         )
     return report
-
-
-def release_ttl_deleted(
-    old_image: dict[str, Any],
-    store: LeaseStore,
-    providers: ProviderRegistry,
-    clock: Callable[[], datetime] = utc_now,
-    deadline: Deadline | None = None,
-) -> Lease | None:
-    """Release the worker of a live lease that DynamoDB's TTL deleted; None if the lease is already handled.
-
-    The lease is written back as a `releasing` claim first (only if absent), so it stays readable
-    as `expired` for the retention period and a failed release is retried by the sweep.
-    """
-    claim = store.reclaim_ttl_deleted(old_image, clock())
-    if claim is None:
-        return None
-    return release_claimed(claim, store, providers, clock, deadline)

@@ -1,0 +1,231 @@
+"""Acquire: record a pending lease, provision a worker on the first provider that serves, activate it.
+
+From the pending write to `activate`, a crash leaves a `pending` row, and any worker made for it
+carries the lease id (container label / pod name). The reconciler finds pending rows older than
+PENDING_DEADLINE_SECONDS, removes every worker with that lease id on every provider, and ends the
+row as `failed` (giving its slots back); a worker whose row never became live is an orphan it
+removes after the grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+from aws_lambda_powertools import Logger
+
+from scheduler import policy
+from scheduler.clock import Clock, expiry_after, utc_now
+from scheduler.deadline import Deadline, or_never
+from scheduler.errors import NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
+from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
+from scheduler.lifecycle import LeaseStatus
+from scheduler.limits import LeaseLimits
+from scheduler.models import Lease, LeaseRequest
+from scheduler.providers.base import Provider
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.store import LeaseStateChanged, LeaseStore
+from scheduler.store.counters import Limit
+from scheduler.store.items import InvalidNumber
+
+logger = Logger(child=True)
+
+ENDED_MEANWHILE = "the lease ended before its worker was ready; try again"
+
+
+def new_lease_id() -> str:
+    """A fresh lease id (a UUID: unguessable, and safe in container and pod names)."""
+    return str(uuid.uuid4())
+
+
+def acquire(
+    request: LeaseRequest,
+    store: LeaseStore,
+    providers: ConfiguredProviders,
+    limits: LeaseLimits | None = None,
+    clock: Clock = utc_now,
+    lease_id: str | None = None,
+    deadline: Deadline | None = None,
+) -> AcquireOutcome:
+    """The lease, active on the first provider in policy order that served, or why there is none.
+
+    `lease_id` names the lease up front (so the caller's log lines carry it); default a new UUID.
+    Every provider call ends by `deadline`; a worker whose removal could not be confirmed by then
+    leaves the lease `pending` for the reconciler.
+    """
+    deadline = or_never(deadline)
+    candidates = policy.candidates_for(providers.in_order(), request)
+    if not candidates:
+        return NotAcquired(NoCapacity(f"no configured provider offers kind={request.kind} gpu={request.gpu}"))
+    now = clock()
+    draft = Lease(
+        lease_id=lease_id or new_lease_id(),
+        provider=candidates[0].name,
+        kind=request.kind,
+        gpu=request.gpu,
+        status=LeaseStatus.PENDING,
+        created_at=now.replace(microsecond=0),
+        expires_at=expiry_after(now, request.ttl_seconds),
+        owner_id=request.owner_id,
+        correlation_id=request.correlation_id,
+        region=request.region,
+        ttl_seconds=request.ttl_seconds,
+    )
+    slots = _Slots(store, limits or LeaseLimits(), draft)
+    recorded = slots.record_pending(candidates)
+    if isinstance(recorded, NotAcquired):
+        return recorded
+    pending, remaining, refusals = recorded
+    attempts = _Attempts(store, slots, pending, clock, deadline)
+    try:
+        for provider in remaining:
+            result = attempts.next(provider, request, refusals)
+            if isinstance(result, policy.Provisioned):
+                return attempts.activate(result)
+            if isinstance(result, policy.Refused):
+                return attempts.refused(remaining, refusals, result.reason)
+    except LeaseStateChanged:
+        _remove_everywhere(remaining, pending.lease_id, deadline=deadline)
+        return NotAcquired(NoCapacity(ENDED_MEANWHILE))
+    return attempts.none_served(refusals)
+
+
+class _Slots:
+    """The cap and quota slots one acquire holds, taken atomically with the lease's own writes."""
+
+    def __init__(self, store: LeaseStore, limits: LeaseLimits, draft: Lease) -> None:
+        self._store = store
+        self._limits = limits
+        self._draft = draft
+        self._owner = limits.for_owner(draft.owner_id)
+        self._provider: str | None = None
+        self.held: tuple[str, ...] = ()
+
+    def record_pending(self, candidates: list[Provider]) -> tuple[Lease, list[Provider], dict[str, str]] | NotAcquired:
+        """Write the pending lease with the owner's slot and the first provider slot that is free."""
+        refusals: dict[str, str] = {}
+        for index, provider in enumerate(candidates):
+            cap = self._limits.for_provider(provider.name)
+            taken = [limit for limit in (self._owner, cap) if limit is not None]
+            lease = self._draft.model_copy(update={"provider": provider.name})
+            full = self._store.create_pending(lease, taken)
+            if full is None:
+                self._provider = provider.name
+                self.held = tuple(sorted(limit.counter for limit in taken))
+                return lease, candidates[index:], refusals
+            if full == self._owner:
+                return NotAcquired(
+                    QuotaExceeded(
+                        f"owner {self._draft.owner_id!r} already holds {full.maximum} live leases,"
+                        f" the limit (MAX_LEASES_PER_OWNER={full.maximum})",
+                        details={"limit": full.maximum},
+                    )
+                )
+            refusals[provider.name] = _at_cap(full)
+        return NotAcquired(NoCapacity("every provider is at its lease cap", details={"providers": refusals}))
+
+    def hold_for(self, provider: Provider) -> str | None:
+        """Before trying `provider`: move the provider slot to it (failover); why not, if it is full."""
+        if provider.name == self._provider:
+            return None
+        old = self._limits.for_provider(self._provider) if self._provider else None
+        new = self._limits.for_provider(provider.name)
+        if old is not None or new is not None:
+            moved = self._store.move_slot(self._draft.lease_id, self.held, old.counter if old else None, new)
+            if isinstance(moved, Limit):
+                return _at_cap(moved)
+            self.held = moved
+        self._provider = provider.name
+        return None
+
+
+class _Attempts:
+    """Trying the providers one after another for one pending lease, and each way that can end."""
+
+    def __init__(self, store: LeaseStore, slots: _Slots, pending: Lease, clock: Clock, deadline: Deadline) -> None:
+        self._store = store
+        self._slots = slots
+        self._pending = pending
+        self._clock = clock
+        self._deadline = deadline
+        self._worker_may_exist = False
+
+    def next(self, provider: Provider, request: LeaseRequest, refusals: dict[str, str]) -> policy.Attempt | None:
+        """Try `provider` (None: it was passed over, its reason added to `refusals`)."""
+        if self._deadline.expired:
+            refusals[provider.name] = "not tried: the request's time budget ran out"
+            return None
+        full = self._slots.hold_for(provider)
+        if full is not None:
+            policy.skipped(provider.name, full)
+            refusals[provider.name] = full
+            return None
+        result = policy.attempt(provider, self._pending, request.env, self._deadline)
+        if isinstance(result, policy.Skipped):
+            self._worker_may_exist = self._worker_may_exist or result.worker_may_exist
+        if isinstance(result, policy.Skipped | policy.Refused):
+            refusals[provider.name] = result.reason
+        return result
+
+    def none_served(self, refusals: dict[str, str]) -> NotAcquired:
+        """No provider served: the lease ends `failed` with each provider's reason, unless a worker may exist."""
+        lease_id = self._pending.lease_id
+        message = f"no provider can serve kind={self._pending.kind} gpu={self._pending.gpu} now"
+        error = NoCapacity(message, details={**({"providers": refusals} if refusals else {}), "lease_id": lease_id})
+        if self._worker_may_exist:
+            logger.warning("a worker may exist; the lease stays pending for the reconciler", extra=error.details)
+            return NotAcquired(error, lease_id)
+        reason = "; ".join(f"{name}: {why}" for name, why in refusals.items()) or message
+        ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason)
+        return NotAcquired(error, lease_id, ended)
+
+    def refused(self, tried: list[Provider], refusals: dict[str, str], reason: str) -> NotAcquired:
+        """A provider refused: nothing may be left behind on any provider tried; then the lease ends `failed`."""
+        lease_id = self._pending.lease_id
+        ended = False
+        if _remove_everywhere(tried, lease_id, deadline=self._deadline):
+            ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason)
+        error = ProviderFailed(reason, details={"lease_id": lease_id, "providers": dict(refusals)})
+        return NotAcquired(error, lease_id, ended)
+
+    def activate(self, provisioned: policy.Provisioned) -> AcquireOutcome:
+        """Record the worker; if that fails, the worker must not outlive the answer: removed now, not when
+        the reconciler finds it."""
+        provider, worker = provisioned.provider, provisioned.worker
+        lease_id = self._pending.lease_id
+        try:
+            return Acquired(self._store.activate(lease_id, provider.name, worker))
+        except BaseException as error:
+            # Whatever stopped the write — the sweep or reconciler ended the row, the store went away,
+            # a value DynamoDB refuses, a bug — the caller will not get this lease.
+            removed = _remove_everywhere([provider], lease_id, worker.token, deadline=self._deadline)
+            if isinstance(error, LeaseStateChanged):
+                return NotAcquired(NoCapacity(ENDED_MEANWHILE))
+            ended = False
+            if removed and not isinstance(error, StoreUnavailable):
+                with contextlib.suppress(Exception):  # best effort: else the reconciler ends the pending row
+                    ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held)
+            if isinstance(error, InvalidNumber):
+                message = f"{provider.name} described the worker with a value the lease store cannot record: {error}"
+                return NotAcquired(ProviderFailed(message, details={"lease_id": lease_id}), lease_id, ended)
+            raise
+
+
+def _at_cap(limit: Limit) -> str:
+    return f"at its cap of {limit.maximum} live leases"
+
+
+def _remove_everywhere(
+    providers: list[Provider], lease_id: str, token: str | None = None, deadline: Deadline | None = None
+) -> bool:
+    """Remove the lease's worker on every provider; False if any removal was not confirmed."""
+    removed = True
+    for provider in providers:
+        try:
+            provider.release(lease_id, token, deadline)
+        except Exception as error:  # noqa: BLE001 - cleanup must try every provider; the reconciler backs it up
+            removed = False
+            logger.warning(
+                "cleanup after a failed acquire did not finish", extra={"provider": provider.name, "error": str(error)}
+            )
+    return removed

@@ -1,0 +1,69 @@
+"""What the use cases return: results a handler turns into an answer and a metric, one per real outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.errors import SchedulerError
+from scheduler.models import Lease
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """A worker was provisioned and its lease is active (LeaseAcquired)."""
+
+    lease: Lease
+
+    def body(self) -> dict[str, Any]:
+        """The 201 answer."""
+        return {"lease": self.lease.wire(), "provider": self.lease.provider}
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """An Idempotency-Key repeated with the same body: the first answer again, nothing provisioned."""
+
+    answer: Mapping[str, Any]
+
+    @property
+    def lease_id(self) -> str:
+        return str(self.answer["lease"]["lease_id"])
+
+    def body(self) -> dict[str, Any]:
+        """The 201 answer, as first given."""
+        return dict(self.answer)
+
+
+@dataclass(frozen=True)
+class NotAcquired:
+    """No worker for the caller: `error` says why (its details name the lease row when one was written).
+
+    `ended`: this attempt recorded a lease and ended it `failed` just now (LeaseFailed). A lease left
+    `pending` for the reconciler (a worker may exist) is counted when the reconciler ends it.
+    """
+
+    error: SchedulerError
+    lease_id: str | None = None
+    ended: bool = False
+
+
+AcquireOutcome = Acquired | Replayed | NotAcquired
+
+
+def lease_or_raise(outcome: AcquireOutcome) -> Lease:
+    """The acquired lease, or the outcome's error raised (callers without a handler: tools and tests)."""
+    if isinstance(outcome, Acquired):
+        return outcome.lease
+    if isinstance(outcome, NotAcquired):
+        raise outcome.error
+    raise TypeError("a replayed answer carries no Lease object; use its body")
+
+
+@dataclass(frozen=True)
+class Read:
+    """A lease as read; `ended_now` when the read found its worker stopped and ended it (GhostLease)."""
+
+    lease: Lease
+    ended_now: bool = False

@@ -1,0 +1,195 @@
+"""The lease state machine, declared once: statuses, the transitions between them, and what each writes.
+
+Pure Python (no DynamoDB, no pydantic). The store renders every condition and update expression
+from these declarations (`store/conditions.py`) and asks `refusal()` why a conditional write lost,
+so adding a status or a transition is an edit here, checked by tests that need no database.
+
+    pending ──activate──▶ active ──renew──▶ active
+       │                    │
+       │ fail_pending       │ claim_release (caller) / claim_due (sweep) / claim_failed (worker stopped)
+       ▼                    ▼
+     failed            releasing ──finish──▶ released | expired | failed (the claim's outcome)
+
+A lease is *live* (it may own a worker, and sits in the sweep index) while pending, active or
+releasing. Every end goes through a claim (`releasing`) first, except `fail_pending` (acquire gave
+up and removed the worker itself), so two actors can never both release one worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+
+
+class LeaseStatus(StrEnum):
+    PENDING = "pending"
+    ACTIVE = "active"
+    RELEASING = "releasing"
+    RELEASED = "released"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+    @property
+    def is_live(self) -> bool:
+        """Live leases may still own a worker; terminal ones never do."""
+        return self in LIVE
+
+
+LIVE = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING})
+ENDED = frozenset(LeaseStatus) - LIVE
+# What `GET /v1/leases` lists: live leases nobody is releasing yet (and, the store adds, not expired).
+LISTED = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE})
+
+
+class Guard(Enum):
+    """A condition a transition checks besides the lease's status, in the same write."""
+
+    NOT_EXPIRED = "the lease has not run past expires_at"
+    DUE = "the lease's due time (expiry, or a stale claim's deadline) has passed"
+    OWNER = "the caller is the lease's owner (or the lease has none and the caller names none)"
+    TOKEN = "the lease still holds this worker (the provider token the caller saw)"  # noqa: S105  # nosec B105
+    CLAIM = "the caller holds the lease's current release claim"
+
+
+class Write(Enum):
+    """What a transition writes on the lease item, besides its status."""
+
+    ENTER_INDEX = "live_shard and due_at: the lease joins the sweep index (due at its expiry)"
+    RECORD_WORKER = "provider, provider_token, endpoint, cost_per_hour"
+    EXTEND = "expires_at, due_at and the TTL move to now + ttl"
+    HOLD_COUNTERS = "held_counters: the cap/quota slots the lease holds"
+    TAKE_CLAIM = "claim_id, release_outcome; due_at and the TTL move to the claim's deadline"
+    RECORD_REASON = "failure_reason"
+    END = "released_at; the TTL moves to the end of retention"
+    LEAVE_INDEX = "live_shard, due_at, claim_id, release_outcome, held_counters removed"
+    GIVE_BACK_COUNTERS = "every held cap/quota slot given back, in the same transaction"
+    TAKE_COUNTERS = "a slot of each cap/quota taken, in the same transaction"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One allowed change of a lease.
+
+    `source` None: the lease must not exist yet (a new item). `target` None: the claim's recorded
+    outcome (finishing a release). `conflict_in`: statuses in which a refused caller is told the lease
+    is busy (409) rather than gone (404). `outcome`: for a claim, how the release will be recorded;
+    `keeps_outcome`: a claim taking over a stale one keeps the outcome that claim recorded.
+    """
+
+    name: str
+    source: frozenset[LeaseStatus] | None
+    target: LeaseStatus | None
+    guards: tuple[Guard, ...] = ()
+    writes: tuple[Write, ...] = ()
+    conflict_in: frozenset[LeaseStatus] = frozenset()
+    outcome: LeaseStatus | None = None
+    keeps_outcome: bool = False
+    verb: str = ""
+
+    def allows(self, status: LeaseStatus | None) -> bool:
+        """True when a lease in `status` (None: absent) may take this transition, guards aside."""
+        return status is None if self.source is None else status in self.source
+
+
+_P, _A, _R = LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING
+_END = (Write.END, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS)
+
+RECORD = Transition(
+    "record", None, _P, writes=(Write.ENTER_INDEX, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS), verb="recorded"
+)
+MOVE_SLOT = Transition("move_slot", frozenset({_P}), _P, writes=(Write.HOLD_COUNTERS,), verb="moved")
+ACTIVATE = Transition("activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER,), verb="activated")
+FAIL_PENDING = Transition("fail_pending", frozenset({_P}), LeaseStatus.FAILED, writes=(*_END, Write.RECORD_REASON))
+RENEW = Transition(
+    "renew",
+    frozenset({_A}),
+    _A,
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER),
+    writes=(Write.EXTEND,),
+    conflict_in=frozenset({_P, _R}),
+    verb="renewed",
+)
+CLAIM_RELEASE = Transition(
+    "claim_release",
+    frozenset({_A}),
+    _R,
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER),
+    writes=(Write.TAKE_CLAIM,),
+    outcome=LeaseStatus.RELEASED,
+    verb="released",
+)
+CLAIM_DUE = Transition(
+    "claim_due",
+    frozenset(LIVE),
+    _R,
+    guards=(Guard.DUE,),
+    writes=(Write.TAKE_CLAIM,),
+    outcome=LeaseStatus.EXPIRED,
+    keeps_outcome=True,
+)
+CLAIM_FAILED = Transition(
+    "claim_failed",
+    frozenset({_P, _A}),
+    _R,
+    guards=(Guard.TOKEN,),
+    writes=(Write.TAKE_CLAIM, Write.RECORD_REASON),
+    outcome=LeaseStatus.FAILED,
+)
+RECLAIM_TTL_DELETED = Transition(
+    "reclaim_ttl_deleted", None, _R, writes=(Write.ENTER_INDEX, Write.TAKE_CLAIM), outcome=LeaseStatus.EXPIRED
+)
+FINISH = Transition("finish", frozenset({_R}), None, guards=(Guard.CLAIM,), writes=_END)
+
+TRANSITIONS: tuple[Transition, ...] = (
+    RECORD,
+    MOVE_SLOT,
+    ACTIVATE,
+    FAIL_PENDING,
+    RENEW,
+    CLAIM_RELEASE,
+    CLAIM_DUE,
+    CLAIM_FAILED,
+    RECLAIM_TTL_DELETED,
+    FINISH,
+)
+
+
+class Refusal(Enum):
+    """Why a transition's conditional write did not apply, as the caller is told."""
+
+    NOT_FOUND = "not_found"  # no such lease
+    NOT_ACTIVE = "not_active"  # the lease is in a status the transition does not start from
+    EXPIRED = "expired"  # it ran past expires_at (the sweep has not ended it yet)
+    CONFLICT = "conflict"  # busy in a status that forbids this change now
+    NOT_OWNER = "not_owner"  # owned by someone else
+    CHANGED = "changed"  # another actor changed it first (no caller-facing meaning)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The lease as it was when a write lost: only what the guards look at."""
+
+    status: LeaseStatus
+    expires_epoch: int
+    owner_id: str | None = None
+
+
+def refusal(transition: Transition, seen: Seen | None, now_epoch: int, owner: str | None = None) -> Refusal:
+    """Why `transition` was refused for a lease found as `seen` (None: absent) — the one classification
+    that release, renew and every other conditional write share."""
+    if seen is None:
+        return Refusal.NOT_FOUND
+    if seen.status in transition.conflict_in:
+        return Refusal.CONFLICT
+    if not transition.allows(seen.status):
+        return Refusal.NOT_ACTIVE
+    if Guard.NOT_EXPIRED in transition.guards and seen.expires_epoch <= now_epoch:
+        return Refusal.EXPIRED
+    if Guard.OWNER in transition.guards and not owner_may_act(seen.owner_id, owner):
+        return Refusal.NOT_OWNER
+    return Refusal.CHANGED
+
+
+def owner_may_act(lease_owner: str | None, caller: str | None) -> bool:
+    """An owned lease needs its owner; a lease without one is open to a caller who names none or any."""
+    return lease_owner is None or lease_owner == caller

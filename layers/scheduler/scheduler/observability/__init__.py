@@ -1,0 +1,1 @@
+"""What an operator sees: metrics (CloudWatch EMF), OpenTelemetry spans, and drivers wrapped in both."""

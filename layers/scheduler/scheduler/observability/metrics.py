@@ -1,0 +1,67 @@
+"""Metrics as CloudWatch embedded metric format (EMF) documents written to stdout, one per outcome.
+
+Handlers and use cases emit through a `Metrics` value they are handed (the runtime's), so a test
+replaces it with a recording one in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Protocol
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import Lease
+
+NAMESPACE = "OpenAliceScheduler"
+# The metric each way a lease ends (by provider and kind).
+ENDED = {LeaseStatus.RELEASED: "LeaseReleased", LeaseStatus.EXPIRED: "LeaseExpired", LeaseStatus.FAILED: "LeaseFailed"}
+
+
+class Metrics(Protocol):
+    """Where metrics go."""
+
+    def emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
+        """One data point of `name`, with its dimensions."""
+
+
+class EmfMetrics:
+    """Each metric written now as an EMF document, published both per dimension and in aggregate.
+
+    Two dimension sets (powertools' own writers allow one): the per-provider/kind/reason series for
+    the dashboard, and a dimensionless total that alarms can watch without listing every combination.
+    """
+
+    def __init__(self, namespace: str = NAMESPACE) -> None:
+        self.namespace = namespace
+
+    def emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
+        document = {
+            "_aws": {
+                "Timestamp": int(time.time() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": self.namespace,
+                        "Dimensions": [sorted(dimensions), []],
+                        "Metrics": [{"Name": name, "Unit": unit.value}],
+                    }
+                ],
+            },
+            **dimensions,
+            name: value,
+        }
+        print(json.dumps(document, separators=(",", ":")), flush=True)
+
+
+def lease_ended(metrics: Metrics, lease: Lease) -> None:
+    """LeaseReleased / LeaseExpired / LeaseFailed for a lease that just ended, by provider and kind."""
+    name = ENDED.get(lease.status)
+    if name is not None:
+        metrics.emit(name, MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
+
+
+def count(metrics: Metrics, name: str, **dimensions: str) -> None:
+    """One occurrence of `name`."""
+    metrics.emit(name, MetricUnit.Count, 1, **dimensions)

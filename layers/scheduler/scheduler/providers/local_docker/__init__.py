@@ -1,0 +1,53 @@
+"""The `local-docker` provider: one container per lease on a self-hosted Docker host, over mutual TLS.
+
+This package's settings are read by every function (they are light); the driver (`driver.py`, with
+`docker_engine/`, the only code that speaks the Docker Engine API) loads only when first used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler.config import API_VERSION, SettingsSection, setting
+
+if TYPE_CHECKING:
+    from scheduler.providers.base import Provider
+
+NAME = "local-docker"
+
+
+@dataclass(frozen=True)
+class LocalDockerSettings(SettingsSection):
+    """The Docker host, as the docker CLI reads it, and what runs there."""
+
+    docker_host: str | None = setting(None, parameter="DockerHost")
+    docker_tls_verify: str | None = setting(None, local="TLS switched on without a cert path (AWS: the TLS secret)")
+    docker_cert_path: str | None = setting(None, local="ca.pem, cert.pem, key.pem on disk (AWS: the TLS secret)")
+    docker_tls_secret_arn: str | None = setting(None, parameter="DockerTlsSecretArn")
+    docker_api_version: str | None = setting(None, parameter="DockerApiVersion", parse=API_VERSION)
+    docker_network: str = setting("bridge", parameter="DockerNetwork")
+    renderer_image: str = setting("openalice/renderer:latest", parameter="RendererImage")
+    anim_image: str = setting("openalice/anim:latest", parameter="AnimImage")
+    worker_port: int = setting(8080, parameter="WorkerPort", low=1, high=65535)
+
+    def docker_environment(self) -> dict[str, str]:
+        """The DOCKER_* variables, as the docker CLI (and `docker_engine.client.connect`) take them."""
+        chosen = {
+            "DOCKER_HOST": self.docker_host,
+            "DOCKER_TLS_VERIFY": self.docker_tls_verify,
+            "DOCKER_CERT_PATH": self.docker_cert_path,
+        }
+        return {name: value for name, value in chosen.items() if value}
+
+
+SETTINGS = LocalDockerSettings
+# GET /v1/lease/{id} may ask this provider whether a lease's worker still runs: one cheap call per read.
+CHECKED_ON_READ = True
+
+
+def build(settings: LocalDockerSettings) -> Provider:
+    """The driver (imports the Docker SDK)."""
+    from scheduler.providers.local_docker.driver import from_settings
+
+    return from_settings(settings)

@@ -1,0 +1,120 @@
+"""The in-memory reference driver: the provider contract with nothing behind it.
+
+Workers are entries in a dict. It passes the same contract suite as the real drivers, and it is
+what the unit tests and the in-process benchmarks provision on. Not a deployable provider (it is
+not in the registry): a lease on it would have no worker anyone could use.
+
+Faults are switched on by its attributes, as a test needs them: `full` (no capacity), `refuse`
+(the provider refuses the worker), `unreachable` (no call gets through), `fail_releases` (the next
+N releases fail), `stop(token)` (the worker stops behind the service's back).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler.clock import Clock, utc_now
+from scheduler.deadline import Deadline
+from scheduler.models import GpuClass, Lease, LeaseRequest
+from scheduler.providers.base import (
+    ManagedWorker,
+    Provider,
+    ProviderCapacityError,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    ProvisionedWorker,
+    StoppedWorker,
+)
+
+GONE = "the worker no longer exists"
+
+
+@dataclass(eq=False)
+class MemoryProvider(Provider):
+    """Workers in a dict (token → worker), with every call it received recorded."""
+
+    name: str = "local-docker"
+    gpus: frozenset[GpuClass] = frozenset(GpuClass)
+    cost_per_hour: float | None = None
+    clock: Clock = utc_now
+    full: bool = False
+    refuse: bool = False
+    unreachable: bool = False
+    fail_releases: int = 0
+    workers: dict[str, ManagedWorker] = field(default_factory=dict)
+    stopped: dict[str, str] = field(default_factory=dict)  # token → why its worker stopped
+    provisioned: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (lease id, env)
+    release_calls: list[str] = field(default_factory=list)  # lease ids
+    deadlines: list[Deadline | None] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def available(self, request: LeaseRequest) -> bool:
+        return request.gpu in self.gpus
+
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
+        with self._lock:
+            self.deadlines.append(deadline)
+            self.provisioned.append((lease.lease_id, dict(env)))
+            self._reach()
+            if self.full:
+                raise ProviderCapacityError(f"{self.name} is full")
+            if self.refuse:
+                raise ProviderRequestFailed(f"{self.name} refused the worker")
+            token = f"w-{uuid.uuid4().hex[:12]}"
+            self.workers[token] = ManagedWorker(lease_id=lease.lease_id, token=token, created_at=self.clock())
+        return ProvisionedWorker(token=token, endpoint=None, cost_per_hour=self.cost_per_hour)
+
+    def add_worker(self, lease_id: str, token: str | None = None, created_at: datetime | None = None) -> str:
+        """A managed worker the service did not make through `provision` (an orphan, a crashed acquire's)."""
+        token = token or f"w-{uuid.uuid4().hex[:12]}"
+        with self._lock:
+            self.workers[token] = ManagedWorker(lease_id, token, created_at or self.clock())
+        return token
+
+    def stop(self, token: str, reason: str = "the worker container exited with code 137, SIGKILL") -> None:
+        """What `docker kill` does behind the service's back."""
+        with self._lock:
+            self.stopped[token] = reason
+
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+        with self._lock:
+            self.release_calls.append(lease_id)
+            self._reach()
+            if self.fail_releases > 0:
+                self.fail_releases -= 1
+                raise ProviderRequestFailed("injected release failure")
+            for key, worker in list(self.workers.items()):
+                if key == token or (token is None and worker.lease_id == lease_id):
+                    del self.workers[key]
+                    self.stopped.pop(key, None)
+
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
+        with self._lock:
+            self._reach()
+            return [
+                ManagedWorker(worker.lease_id, worker.token, worker.created_at, self.stopped.get(worker.token))
+                for worker in self.workers.values()
+            ]
+
+    def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
+        with self._lock:
+            self._reach()
+            return [
+                StoppedWorker(self.workers[token].lease_id, token, reason)
+                for token, reason in self.stopped.items()
+                if token in self.workers
+            ]
+
+    def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
+        with self._lock:
+            self._reach()
+            return GONE if token not in self.workers else self.stopped.get(token)
+
+    def _reach(self) -> None:
+        # Raised by every call alike: what it means depends on the call (see the contract in base.py).
+        if self.unreachable:
+            raise ProviderUnreachable(f"{self.name} cannot be reached")

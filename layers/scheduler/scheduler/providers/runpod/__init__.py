@@ -1,0 +1,51 @@
+"""The `runpod` provider: one GPU pod per lease through RunPod's REST API v2.
+
+This package's settings are read by every function (they are light); the driver (`driver.py`, the
+only code that speaks RunPod's API) loads only when first used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler.config import Secret, SettingsSection, names, setting
+
+if TYPE_CHECKING:
+    from scheduler.providers.base import Provider
+
+NAME = "runpod"
+
+
+@dataclass(frozen=True)
+class RunPodSettings(SettingsSection):
+    """RunPod's API, the account's key, and what a pod of each kind and GPU class is made from."""
+
+    runpod_api_url: str = setting("https://api.runpod.io", parameter="RunpodApiUrl")
+    runpod_api_key: Secret | None = setting(None, local="the key itself (AWS: RUNPOD_API_KEY_SECRET_ARN)", parse=Secret)
+    runpod_api_key_secret_arn: str | None = setting(None, parameter="RunpodApiKeySecretArn")
+    runpod_renderer_template: str | None = setting(None, parameter="RunpodRendererTemplate")
+    runpod_anim_template: str | None = setting(None, parameter="RunpodAnimTemplate")
+    runpod_gpu_types_entry: tuple[str, ...] = setting(
+        ("NVIDIA GeForce RTX 4090",), parameter="RunpodGpuTypesEntry", parse=names
+    )
+    runpod_gpu_types_mid: tuple[str, ...] = setting(
+        ("NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB"), parameter="RunpodGpuTypesMid", parse=names
+    )
+    runpod_gpu_types_high: tuple[str, ...] = setting(
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"), parameter="RunpodGpuTypesHigh", parse=names
+    )
+    runpod_http_port: int = setting(8080, parameter="RunpodHttpPort", low=1, high=65535)
+
+
+SETTINGS = RunPodSettings
+# RunPod's API allows 60 requests a minute per account: its stopped pods are left to the reconciler,
+# never looked up from a GET.
+CHECKED_ON_READ = False
+
+
+def build(settings: RunPodSettings) -> Provider:
+    """The driver (imports requests)."""
+    from scheduler.providers.runpod.driver import from_settings
+
+    return from_settings(settings)

@@ -1,0 +1,226 @@
+"""Condition and update expressions, rendered from the state machine in `scheduler.lifecycle`.
+
+No status literal is written into an expression anywhere else: a transition's source statuses, its
+guards and its writes become one `Rendered` (expressions with exactly the names and values they
+use), which the store sends with its UpdateItem or transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from scheduler.lifecycle import Guard, LeaseStatus, Transition, Write
+from scheduler.store.items import number_attr, string_attr
+
+MAX_FAILURE_REASON_CHARS = 1000
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """What RECORD_WORKER writes: the provider that served and its worker."""
+
+    provider: str
+    token: str
+    endpoint: str | None = None
+    cost_per_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The values a transition's guards and writes are bound to (each used only where it applies)."""
+
+    now: int = 0  # epoch seconds
+    owner: str | None = None  # OWNER: the caller's X-Lease-Owner (None: it named none)
+    token: str | None = None  # TOKEN: the worker the caller saw (None: no token check)
+    claim_id: str | None = None  # CLAIM, TAKE_CLAIM
+    expected: LeaseStatus | None = None  # narrows the transition's source statuses to this one
+    worker: WorkerRecord | None = None  # RECORD_WORKER
+    start: int = 0  # EXTEND: from when (epoch seconds, rounded up)
+    ttl_seconds: int | None = None  # EXTEND: the new ttl (None: the lease's own)
+    held: tuple[str, ...] | None = None  # HOLD_COUNTERS
+    reason: str | None = None  # RECORD_REASON (None: nothing recorded)
+    claim_due: int = 0  # TAKE_CLAIM: when a stale claim may be taken over
+    claim_ttl: int = 0  # TAKE_CLAIM: TTL pushed out while the claim is held
+    retain_until: int = 0  # END: the TTL of an ended lease
+    outcome: LeaseStatus | None = None  # FINISH: the status the claim recorded
+
+
+@dataclass
+class Rendered:
+    """Expressions with their attribute names and values, ready for UpdateItem / a transaction item."""
+
+    condition: str
+    update: str = ""
+    names: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def request(self) -> dict[str, Any]:
+        """The expression parameters of an UpdateItem (or a transaction's Update)."""
+        request: dict[str, Any] = {"ConditionExpression": self.condition}
+        if self.update:
+            request["UpdateExpression"] = self.update
+        if self.names:
+            request["ExpressionAttributeNames"] = self.names
+        if self.values:
+            request["ExpressionAttributeValues"] = self.values
+        return request
+
+
+def reason_text(reason: str) -> str:
+    """A failure reason as stored: bounded, so a provider's long error text cannot bloat the item."""
+    return reason if len(reason) <= MAX_FAILURE_REASON_CHARS else reason[: MAX_FAILURE_REASON_CHARS - 1] + "…"
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attribute: str) -> str:
+        self.names[f"#{attribute}"] = attribute
+        return f"#{attribute}"
+
+    def value(self, key: str, attribute_value: dict[str, Any]) -> str:
+        self.values[f":{key}"] = attribute_value
+        return f":{key}"
+
+    def status(self, status: LeaseStatus) -> str:
+        return self.value(f"status_{status.value}", string_attr(status.value))
+
+
+def status_in(statuses: Iterable[LeaseStatus]) -> Rendered:
+    """A filter on the lease's status (e.g. what a listing shows)."""
+    builder = _Builder()
+    chosen = sorted(statuses, key=list(LeaseStatus).index)
+    text = f"{builder.name('status')} IN ({', '.join(builder.status(s) for s in chosen)})"
+    return Rendered(text, "", builder.names, builder.values)
+
+
+def condition(transition: Transition, inputs: Inputs) -> Rendered:
+    """Only the condition: the lease is in a source status and passes every guard."""
+    builder = _Builder()
+    text = _condition(builder, transition, inputs)
+    return Rendered(text, "", builder.names, builder.values)
+
+
+def render(transition: Transition, inputs: Inputs) -> Rendered:
+    """The condition and the update expression of `transition` on an existing lease."""
+    builder = _Builder()
+    text = _condition(builder, transition, inputs)
+    sets, removes = _writes(builder, transition, inputs)
+    update = " ".join(part for part in ("SET " + ", ".join(sets) if sets else "", _remove(removes)) if part)
+    return Rendered(text, update, builder.names, builder.values)
+
+
+def _condition(builder: _Builder, transition: Transition, inputs: Inputs) -> str:
+    if transition.source is None:
+        return "attribute_not_exists(lease_id)"
+    statuses = _sources(transition, inputs.expected)
+    status = builder.name("status")
+    if len(statuses) == 1:
+        parts = [f"{status} = {builder.status(statuses[0])}"]
+    else:
+        parts = [f"{status} IN ({', '.join(builder.status(s) for s in statuses)})"]
+    for guard in transition.guards:
+        part = _guard(builder, guard, inputs)
+        if part:
+            parts.append(part)
+    return " AND ".join(parts)
+
+
+def _sources(transition: Transition, expected: LeaseStatus | None) -> list[LeaseStatus]:
+    assert transition.source is not None  # noqa: S101 - checked by the caller  # nosec B101
+    if expected is None:
+        return sorted(transition.source, key=list(LeaseStatus).index)
+    if expected not in transition.source:
+        raise ValueError(f"{transition.name} does not start from {expected}")
+    return [expected]
+
+
+def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
+    if guard is Guard.NOT_EXPIRED:
+        return f"expires_epoch > {builder.value('now', number_attr(inputs.now))}"
+    if guard is Guard.DUE:
+        return f"due_at <= {builder.value('now', number_attr(inputs.now))}"
+    if guard is Guard.OWNER:
+        if inputs.owner is None:
+            return "attribute_not_exists(owner_id)"
+        return f"(attribute_not_exists(owner_id) OR owner_id = {builder.value('owner', string_attr(inputs.owner))})"
+    if guard is Guard.TOKEN:
+        if inputs.token is None:
+            return ""
+        return f"provider_token = {builder.value('token', string_attr(inputs.token))}"
+    if guard is Guard.CLAIM:
+        return f"claim_id = {builder.value('claim', string_attr(_required(inputs.claim_id, 'claim_id')))}"
+    raise ValueError(f"no rendering for {guard}")
+
+
+def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[list[str], list[str]]:
+    status = builder.name("status")
+    target = transition.target or _required(inputs.outcome, "outcome")
+    sets = [f"{status} = {builder.value('target', string_attr(target.value))}"]
+    removes: list[str] = []
+    for write in transition.writes:
+        if write is Write.RECORD_WORKER:
+            worker = _required(inputs.worker, "worker")
+            sets.append(f"provider = {builder.value('provider', string_attr(worker.provider))}")
+            sets.append(f"provider_token = {builder.value('worker_token', string_attr(worker.token))}")
+            if worker.endpoint is not None:
+                sets.append(f"endpoint = {builder.value('endpoint', string_attr(worker.endpoint))}")
+            if worker.cost_per_hour is not None:
+                sets.append(f"cost_per_hour = {builder.value('cost', number_attr(worker.cost_per_hour))}")
+        elif write is Write.EXTEND:
+            sets += _extend(builder, inputs)
+        elif write is Write.HOLD_COUNTERS:
+            held = sorted(set(inputs.held or ()))
+            if held:
+                sets.append(f"held_counters = {builder.value('held', {'SS': held})}")
+            else:
+                removes.append("held_counters")
+        elif write is Write.TAKE_CLAIM:
+            outcome = builder.value("outcome", string_attr(_required(transition.outcome, "outcome").value))
+            kept = f"if_not_exists(release_outcome, {outcome})" if transition.keeps_outcome else outcome
+            ttl = builder.name("ttl")
+            sets.append(f"claim_id = {builder.value('claim', string_attr(_required(inputs.claim_id, 'claim_id')))}")
+            sets.append(f"release_outcome = {kept}")
+            sets.append(f"due_at = {builder.value('claim_due', number_attr(inputs.claim_due))}")
+            sets.append(f"{ttl} = {builder.value('claim_ttl', number_attr(inputs.claim_ttl))}")
+        elif write is Write.RECORD_REASON:
+            if inputs.reason:
+                sets.append(f"failure_reason = {builder.value('reason', string_attr(reason_text(inputs.reason)))}")
+        elif write is Write.END:
+            sets.append(f"released_epoch = {builder.value('now', number_attr(inputs.now))}")
+            sets.append(f"{builder.name('ttl')} = {builder.value('retain', number_attr(inputs.retain_until))}")
+        elif write is Write.LEAVE_INDEX:
+            removes += ["live_shard", "due_at", "claim_id", "release_outcome", "held_counters"]
+        # ENTER_INDEX, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
+        # belong to new items, the counters to other items of the same transaction.
+    return sets, removes
+
+
+def _extend(builder: _Builder, inputs: Inputs) -> list[str]:
+    ttl = builder.name("ttl")
+    if inputs.ttl_seconds is None:
+        expires = f"{builder.value('start', number_attr(inputs.start))} + ttl_seconds"
+        return [f"expires_epoch = {expires}", f"due_at = {expires}", f"{ttl} = {expires}"]
+    expires = builder.value("expires", number_attr(inputs.start + inputs.ttl_seconds))
+    return [
+        f"expires_epoch = {expires}",
+        f"due_at = {expires}",
+        f"{ttl} = {expires}",
+        f"ttl_seconds = {builder.value('ttl_seconds', number_attr(inputs.ttl_seconds))}",
+    ]
+
+
+def _remove(attributes: Iterable[str]) -> str:
+    unique = list(dict.fromkeys(attributes))
+    return "REMOVE " + ", ".join(unique) if unique else ""
+
+
+def _required(value: _T | None, what: str) -> _T:
+    if value is None:
+        raise ValueError(f"the transition needs {what}")
+    return value

@@ -1,0 +1,170 @@
+"""Reading leases: one by id, a page of live ones (with this service's paging tokens), the sweep index.
+
+`live_shard` + `due_at` exist only while a lease is live and form the sparse GSI `live-by-due`,
+which the sweep queries for `due_at <= now` and the list queries for `due_at > now`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from scheduler.errors import InvalidRequest, LeaseNotFound
+from scheduler.lifecycle import LISTED
+from scheduler.models import Lease, ListFilter, is_lease_id
+from scheduler.store import counters
+from scheduler.store.client import TableClient
+from scheduler.store.conditions import status_in
+from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
+
+LIVE_INDEX = "live-by-due"
+
+
+class LeaseReads(TableClient):
+    """Lease reads; `shards` spreads the live index over that many partition keys."""
+
+    def __init__(self, table_name: str, client: Any, *, shards: int = 1, **options: Any) -> None:
+        super().__init__(table_name, client, **options)
+        self._shards = shards
+
+    def get(self, lease_id: str) -> Lease:
+        """The lease, live or ended within the retention period; LeaseNotFound otherwise."""
+        response = self._call(
+            "GetItem", TableName=self.table_name, Key={"lease_id": string_attr(lease_id)}, ConsistentRead=True
+        )
+        if "Item" not in response:
+            raise LeaseNotFound(f"lease {lease_id} not found")
+        return lease_from_item(response["Item"])
+
+    def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
+        """One page of live leases (one Query); `next_token` continues it.
+
+        As DynamoDB pages, a page may be short or even empty while `next_token` is set (the filter
+        runs after `Limit` items were read); only a None token means the listing is done.
+        """
+        shard, start_key = self._decode_token(query.next_token)
+        listed = status_in(LISTED)
+        names = dict(listed.names)
+        values: dict[str, Any] = {":shard": string_attr(str(shard)), ":now": number_attr(epoch(now)), **listed.values}
+        # Expiry is filtered on `expires_epoch` (due_at of pending and active leases), not in the key
+        # condition: a continuation's start key must satisfy the key condition (DynamoDB refuses it
+        # otherwise), and its `due_at` may have passed since the page before — so a continuation reads
+        # from its start key on (`due_at >= start`) and drops what has expired meanwhile.
+        key_condition = "live_shard = :shard AND due_at > :now"
+        if start_key:
+            key_condition = "live_shard = :shard AND due_at >= :start"
+            values[":start"] = start_key["due_at"]
+        filters = [listed.condition, "expires_epoch > :now"]
+        for name in ("owner_id", "kind", "provider"):
+            value = getattr(query, name)
+            if value is not None:
+                names[f"#{name}"] = name
+                values[f":{name}"] = string_attr(str(value))
+                filters.append(f"#{name} = :{name}")
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": LIVE_INDEX,
+            "KeyConditionExpression": key_condition,
+            "FilterExpression": " AND ".join(filters),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "Limit": query.limit,
+        }
+        if start_key:
+            request["ExclusiveStartKey"] = start_key
+        response = self._call("Query", **request)
+        leases = [lease_from_item(item) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        if last:
+            return leases, self._encode_token(shard, last)
+        if shard + 1 < self._shards:
+            return leases, self._encode_token(shard + 1, None)
+        return leases, None
+
+    def live_leases(self) -> Iterator[Lease]:
+        """Every live lease (pending, active, releasing), for the reconciler."""
+        for shard in range(self._shards):
+            for item in self._index_items("live_shard = :shard", {":shard": string_attr(str(shard))}, page_size=500):
+                yield lease_from_item(item)
+
+    def due_leases(self, now: datetime, limit: int = 500) -> Iterator[Lease]:
+        """Live leases whose `due_at` has passed: expired ones and stale release claims."""
+        count = 0
+        for shard in range(self._shards):
+            for item in self._index_items(
+                "live_shard = :shard AND due_at <= :now",
+                {":shard": string_attr(str(shard)), ":now": number_attr(epoch(now))},
+                page_size=min(limit, 500),
+            ):
+                yield lease_from_item(item)
+                count += 1
+                if count >= limit:
+                    return
+
+    def live_holds(self) -> list[tuple[str, ...]]:
+        """The counters each live lease holds (from the live index, held_counters only)."""
+        return [
+            counters.held_by(item)
+            for shard in range(self._shards)
+            for item in self._index_items(
+                "live_shard = :shard", {":shard": string_attr(str(shard))}, projection="held_counters"
+            )
+        ]
+
+    def _index_items(
+        self, key_condition: str, values: dict[str, Any], page_size: int | None = None, projection: str | None = None
+    ) -> Iterator[Item]:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": LIVE_INDEX,
+            "KeyConditionExpression": key_condition,
+            "ExpressionAttributeValues": values,
+        }
+        if page_size is not None:
+            request["Limit"] = page_size
+        if projection is not None:
+            request["ProjectionExpression"] = projection
+        for page in self._pages("Query", request):
+            yield from page.get("Items", [])
+
+    def _shard_of(self, lease_id: str) -> str:
+        return str(uuid.UUID(lease_id).int % self._shards) if self._shards > 1 else "0"
+
+    def _encode_token(self, shard: int, key: Item | None) -> str:
+        raw = json.dumps({"s": shard, "k": key}, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def _decode_token(self, token: str | None) -> tuple[int, Item | None]:
+        if not token:
+            return 0, None
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            if not isinstance(decoded, dict) or set(decoded) != {"s", "k"} or type(decoded["s"]) is not int:
+                raise ValueError("not a token of this service")
+            shard, key = decoded["s"], decoded["k"]
+            if not 0 <= shard < self._shards or not (key is None or self._is_index_key(key, shard)):
+                raise ValueError("not a key of this index")
+            if key is not None:  # the canonical number text: DynamoDB compares keys by value
+                key = {**key, "due_at": {"N": str(int(key["due_at"]["N"]))}}
+            return shard, key
+        except (ValueError, KeyError, TypeError, binascii.Error) as error:
+            raise InvalidRequest("next_token is not a token this service issued") from error
+
+    @staticmethod
+    def _is_index_key(key: object, shard: int) -> bool:
+        # Only a key this index could have returned goes back to DynamoDB as ExclusiveStartKey.
+        return (
+            isinstance(key, dict)
+            and set(key) == {"lease_id", "live_shard", "due_at"}
+            and isinstance(key["lease_id"], dict)
+            and is_lease_id(key["lease_id"].get("S"))
+            and key["live_shard"] == {"S": str(shard)}
+            and isinstance(key["due_at"], dict)
+            and str(key["due_at"].get("N", "")).isdigit()
+            and len(str(key["due_at"]["N"])) <= 12
+        )

@@ -1,0 +1,228 @@
+"""The provider contract (`scheduler/providers/base.py`), one suite every driver passes.
+
+- `memory`: the in-memory reference driver;
+- `local-docker`: the real driver on a real Docker engine over mutual TLS (loopback);
+- `runpod`: the real driver against the fake of RunPod's REST API v2 in tests/fakes.
+
+Each driver also comes pointed at nothing (a closed loopback port), for what unreachability means:
+capacity on provision, a failed request everywhere else.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.providers.base import (
+    Provider,
+    ProviderCapacityError,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    failed_request,
+)
+from scheduler.providers.memory import MemoryProvider
+from tests.fakes.runpod import FakeRunPod, start_fake_runpod
+
+DRIVERS = ("memory", "local-docker", "runpod")
+
+
+@dataclass
+class DriverUnderTest:
+    """A driver, the same driver with nothing behind it, and the leases it serves."""
+
+    provider: Provider
+    unreachable: Provider
+    refusing: Provider  # asked for a worker it must refuse (a missing image or template)
+    gpu: GpuClass = GpuClass.NONE
+    made: list[Lease] = field(default_factory=list)
+
+    def lease(self) -> Lease:
+        now = datetime.now(UTC).replace(microsecond=0)
+        lease = Lease(
+            lease_id=str(uuid.uuid4()),
+            provider=self.provider.name,
+            kind=WorkerKind.RENDERER,
+            gpu=self.gpu,
+            status=LeaseStatus.PENDING,
+            created_at=now,
+            expires_at=now + timedelta(minutes=10),
+            ttl_seconds=600,
+        )
+        self.made.append(lease)
+        return lease
+
+    def request(self) -> LeaseRequest:
+        return LeaseRequest(kind=WorkerKind.RENDERER, gpu=self.gpu)
+
+    def listed(self, lease: Lease) -> list[str]:
+        return [worker.token for worker in self.provider.list_managed() if worker.lease_id == lease.lease_id]
+
+    def clean_up(self) -> None:
+        for lease in self.made:
+            try:
+                self.provider.release(lease.lease_id, None)
+            except Exception:  # noqa: S112 - best effort after a failed test
+                continue
+
+
+@pytest.fixture(scope="module")
+def closed_port() -> Iterator[int]:
+    """A loopback port bound but never listening, so connections to it are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield int(holder.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def runpod_server() -> Iterator[FakeRunPod]:
+    with start_fake_runpod("contract-key", {"tpl-renderer": {"ports": ["8080/http"]}}) as fake:
+        yield fake
+
+
+def _memory(**_: Any) -> DriverUnderTest:
+    return DriverUnderTest(MemoryProvider(), MemoryProvider(unreachable=True), MemoryProvider(refuse=True))
+
+
+def _local_docker(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
+    from devstack.docker_host import WORKER_IMAGES
+    from scheduler.providers.local_docker import LocalDockerSettings
+    from scheduler.providers.local_docker.driver import from_settings
+
+    env = request.getfixturevalue("docker_host").env()
+
+    def driver(host: str, image: str = WORKER_IMAGES["renderer"]) -> Provider:
+        settings = LocalDockerSettings(
+            docker_host=host,
+            docker_tls_verify="1",
+            docker_cert_path=env["DOCKER_CERT_PATH"],
+            docker_network="none",
+            renderer_image=image,
+            anim_image=WORKER_IMAGES["anim"],
+        )
+        return from_settings(settings)
+
+    return DriverUnderTest(
+        driver(env["DOCKER_HOST"]),
+        driver(f"tcp://127.0.0.1:{closed_port}"),
+        driver(env["DOCKER_HOST"], image="openalice/never-imported:1"),
+    )
+
+
+def _runpod(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
+    from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
+
+    fake: FakeRunPod = request.getfixturevalue("runpod_server")
+    fake.reset()
+
+    def driver(url: str, template: str = "tpl-renderer") -> Provider:
+        return RunPodProvider(
+            api=RunPodApi(url, lambda: "contract-key"),
+            templates={WorkerKind.RENDERER: template, WorkerKind.ANIM: template},
+            gpu_types={GpuClass.HIGH: ("NVIDIA H100 80GB HBM3",)},
+            http_port=8080,
+            retry=RetryPolicy(sleep=lambda _: None, total_seconds=5, release_confirm_seconds=5),
+        )
+
+    return DriverUnderTest(
+        driver(fake.url),
+        driver(f"http://127.0.0.1:{closed_port}"),
+        driver(fake.url, template="tpl-missing"),
+        gpu=GpuClass.HIGH,
+    )
+
+
+BUILDERS: dict[str, Callable[..., DriverUnderTest]] = {
+    "memory": _memory,
+    "local-docker": _local_docker,
+    "runpod": _runpod,
+}
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request: pytest.FixtureRequest, closed_port: int) -> Iterator[DriverUnderTest]:
+    built = BUILDERS[request.param](request=request, closed_port=closed_port)
+    yield built
+    built.clean_up()
+
+
+# --- provision ------------------------------------------------------------------------------------
+
+
+def test_a_driver_serves_the_requests_it_says_it_can(driver: DriverUnderTest) -> None:
+    assert driver.provider.available(driver.request()) is True
+
+
+def test_a_provisioned_worker_is_listed_with_its_lease_id(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {"SCENE": "intro"})
+    assert driver.listed(lease) == [worker.token]
+
+
+def test_a_refused_worker_raises_a_failed_request_and_leaves_nothing(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    with pytest.raises(ProviderRequestFailed):
+        driver.refusing.provision(lease, {})
+    assert driver.listed(lease) == []
+
+
+def test_an_unreachable_provider_is_capacity_on_provision(driver: DriverUnderTest) -> None:
+    with pytest.raises(ProviderCapacityError):
+        driver.unreachable.provision(driver.lease(), {})
+
+
+# --- release --------------------------------------------------------------------------------------
+
+
+def test_a_released_worker_is_gone(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.provider.release(lease.lease_id, worker.token)
+    assert driver.listed(lease) == []
+
+
+def test_a_worker_is_released_by_its_lease_id_alone(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    driver.provider.provision(lease, {})
+    driver.provider.release(lease.lease_id, None)
+    assert driver.listed(lease) == []
+
+
+def test_releasing_a_worker_that_is_gone_already_is_fine(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.provider.release(lease.lease_id, worker.token)
+    driver.provider.release(lease.lease_id, worker.token)
+
+
+def test_releasing_a_lease_that_never_had_a_worker_is_fine(driver: DriverUnderTest) -> None:
+    driver.provider.release(driver.lease().lease_id, None)
+
+
+def test_an_unreachable_provider_is_a_failed_request_on_release(driver: DriverUnderTest) -> None:
+    with pytest.raises((ProviderRequestFailed, ProviderUnreachable)):
+        driver.unreachable.release(driver.lease().lease_id, None)
+    with pytest.raises(ProviderRequestFailed), failed_request():  # what every caller of release applies
+        driver.unreachable.release(driver.lease().lease_id, None)
+
+
+# --- listing and checks -----------------------------------------------------------------------------
+
+
+def test_an_unreachable_provider_cannot_be_listed_rather_than_listing_nothing(driver: DriverUnderTest) -> None:
+    with pytest.raises((ProviderRequestFailed, ProviderUnreachable)):
+        driver.unreachable.list_managed()
+
+
+def test_a_running_worker_is_not_among_the_stopped_ones(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    assert worker.token not in [stopped.token for stopped in driver.provider.stopped_workers()]
+    assert driver.provider.stopped_reason(lease.lease_id, worker.token) is None

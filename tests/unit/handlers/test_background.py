@@ -1,0 +1,139 @@
+"""The scheduled sweep and reconciler, the TTL stream handler: what each ends, and what each counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from scheduler.providers.memory import MemoryProvider
+from scheduler.store import LeaseStore
+from tests.support.metrics import RecordedMetrics
+
+from ..builders import NOW, Leases, memory_provider
+from .conftest import Function, event, runtime_of
+
+LATER = NOW + timedelta(hours=2)
+
+
+def later(store: LeaseStore, provider: MemoryProvider, metrics: RecordedMetrics, **settings: Any) -> Any:
+    return runtime_of(store, provider, metrics=metrics, clock=lambda: LATER, **settings)
+
+
+def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    lease = leases.active(ttl_seconds=600)
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+
+    report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
+
+    assert report == {"ended": 1, "failed_releases": 0, "stopped_workers_failed": 0}
+    assert store.get(lease.lease_id).status == "expired"
+    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseExpired", "SweepLag"]
+    (lag,) = metrics.of("SweepLag")
+    assert lag["value"] == (LATER - lease.expires_at).total_seconds()
+
+
+def test_the_sweep_ends_a_lease_whose_worker_stopped_and_counts_a_ghost(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    lease = leases.active(ttl_seconds=86_400)
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+    provider.stop(str(lease.provider_token))
+
+    report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
+
+    assert report["stopped_workers_failed"] == 1
+    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseFailed", "GhostLease"]
+
+
+def test_a_sweep_whose_release_fails_reports_it_for_the_next_sweep(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider(fail_releases=1)
+    lease = leases.active(ttl_seconds=600)
+
+    report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
+
+    assert (report["ended"], report["failed_releases"]) == (0, 1)
+    assert store.get(lease.lease_id).status == "releasing"
+
+
+def test_the_reconciler_removes_an_orphan_and_counts_it(
+    function: Callable[[str], Function], store: LeaseStore, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    provider.add_worker("f1f5a3a8-0000-4000-8000-000000000000", "w-orphan", NOW)
+
+    report = function("reconcile_workers", later(store, provider, metrics))(event("reconcile_workers"))
+
+    assert report["orphans_removed"] == 1 and provider.workers == {}
+    assert metrics.of("OrphanRemoved") == [{"provider": "local-docker", "value": 1}]
+
+
+def test_the_reconciler_fails_a_ghost_and_counts_it(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    lease = leases.active(ttl_seconds=86_400)  # its worker is listed nowhere
+
+    report = function("reconcile_workers", later(store, memory_provider(), metrics))(event("reconcile_workers"))
+
+    assert report["ghosts_failed"] == 1
+    assert store.get(lease.lease_id).status == "failed"
+    assert {"LeaseFailed", "GhostLease"} <= set(metrics.names())
+
+
+def test_the_reconciler_counts_the_live_leases_of_each_provider(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    for _ in range(2):
+        lease = leases.active(ttl_seconds=86_400)
+        provider.add_worker(lease.lease_id, str(lease.provider_token))
+
+    function("reconcile_workers", later(store, provider, metrics))(event("reconcile_workers"))
+
+    assert metrics.of("ActiveLeases") == [{"provider": "local-docker", "value": 2}]
+
+
+def ttl_record(store: LeaseStore, lease_id: str, **changes: Any) -> dict[str, Any]:
+    """The sample stream event, for a lease TTL deleted from `store`'s table."""
+    deleted = store.client.delete_item(
+        TableName=store.table_name, Key={"lease_id": {"S": lease_id}}, ReturnValues="ALL_OLD"
+    )
+    sample = event("ttl_stream", lease_id)
+    record = sample["Records"][0]
+    record["dynamodb"]["OldImage"] = deleted["Attributes"]
+    record.update(changes)
+    return sample
+
+
+def test_a_ttl_deletion_of_a_live_lease_releases_its_worker_and_counts_it_expired(
+    function: Callable[[str], Function],
+    store: LeaseStore,
+    leases: Leases,
+    provider: MemoryProvider,
+    metrics: RecordedMetrics,
+) -> None:
+    lease = leases.active()
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+
+    answer = function("ttl_stream")(ttl_record(store, lease.lease_id))
+
+    assert answer == {"batchItemFailures": []}
+    assert (provider.workers, store.get(lease.lease_id).status) == ({}, "expired")
+    assert "LeaseExpired" in metrics.names()
+
+
+def test_a_deletion_by_anyone_but_the_ttl_process_releases_nothing(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, provider: MemoryProvider
+) -> None:
+    lease = leases.active()
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+
+    function("ttl_stream")(ttl_record(store, lease.lease_id, userIdentity=None))
+
+    assert str(lease.provider_token) in provider.workers

@@ -1,0 +1,204 @@
+"""The lease state machine as declared, and the expressions rendered from it: rules checked without a database."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from scheduler import lifecycle
+from scheduler.lifecycle import (
+    ENDED,
+    LIVE,
+    TRANSITIONS,
+    Guard,
+    LeaseStatus,
+    Refusal,
+    Seen,
+    Transition,
+    Write,
+    owner_may_act,
+    refusal,
+)
+from scheduler.store import conditions
+from scheduler.store.conditions import Inputs, WorkerRecord
+
+NOW = 1_796_011_200
+STORE = Path(conditions.__file__).parent
+
+
+def seen(status: LeaseStatus, *, expires: int = NOW + 600, owner: str | None = "alice") -> Seen:
+    return Seen(status, expires, owner)
+
+
+# --- the declaration -------------------------------------------------------------------------------
+
+
+def test_ended_statuses_are_final() -> None:
+    for transition in TRANSITIONS:
+        assert not (transition.source or frozenset()) & ENDED, transition.name
+
+
+def test_every_live_status_has_a_way_to_end() -> None:
+    ending = {status for t in TRANSITIONS if t.target in ENDED or t.target is None for status in t.source or ()}
+    claimed = {status for t in TRANSITIONS if t.target is LeaseStatus.RELEASING for status in t.source or ()}
+    assert ending | claimed >= LIVE
+
+
+def test_every_end_but_a_failed_acquire_goes_through_a_release_claim() -> None:
+    direct = [t.name for t in TRANSITIONS if t.target in ENDED]
+    assert direct == ["fail_pending"]
+
+
+def test_a_claim_names_the_outcome_it_will_record() -> None:
+    for transition in TRANSITIONS:
+        if Write.TAKE_CLAIM in transition.writes:
+            assert transition.outcome in ENDED, transition.name
+
+
+def test_only_the_sweeps_claim_keeps_a_stale_claims_outcome() -> None:
+    assert [t.name for t in TRANSITIONS if t.keeps_outcome] == ["claim_due"]
+
+
+def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> None:
+    for transition in (lifecycle.FAIL_PENDING, lifecycle.FINISH):
+        assert {Write.END, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS} <= set(transition.writes)
+
+
+def test_the_listed_statuses_are_live_ones_nobody_is_releasing() -> None:
+    assert LIVE - {LeaseStatus.RELEASING} == lifecycle.LISTED
+
+
+# --- why a write lost --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("transition", "found", "owner", "why"),
+    [
+        (lifecycle.CLAIM_RELEASE, None, "alice", Refusal.NOT_FOUND),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.PENDING), "alice", Refusal.NOT_ACTIVE),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.RELEASING), "alice", Refusal.NOT_ACTIVE),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.RELEASED), "alice", Refusal.NOT_ACTIVE),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.ACTIVE, expires=NOW), "alice", Refusal.EXPIRED),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.ACTIVE), "bob", Refusal.NOT_OWNER),
+        (lifecycle.CLAIM_RELEASE, seen(LeaseStatus.ACTIVE), None, Refusal.NOT_OWNER),
+        (lifecycle.RENEW, None, "alice", Refusal.NOT_FOUND),
+        (lifecycle.RENEW, seen(LeaseStatus.PENDING), "alice", Refusal.CONFLICT),
+        (lifecycle.RENEW, seen(LeaseStatus.RELEASING), "alice", Refusal.CONFLICT),
+        (lifecycle.RENEW, seen(LeaseStatus.EXPIRED), "alice", Refusal.NOT_ACTIVE),
+        (lifecycle.RENEW, seen(LeaseStatus.ACTIVE, expires=NOW - 1), "alice", Refusal.EXPIRED),
+        (lifecycle.RENEW, seen(LeaseStatus.ACTIVE), "bob", Refusal.NOT_OWNER),
+        (lifecycle.RENEW, seen(LeaseStatus.ACTIVE), "alice", Refusal.CHANGED),
+    ],
+)
+def test_a_lost_write_is_classified_by_the_one_rule(
+    transition: Transition, found: Seen | None, owner: str | None, why: Refusal
+) -> None:
+    assert refusal(transition, found, NOW, owner) is why
+
+
+@pytest.mark.parametrize(
+    ("lease_owner", "caller", "may"),
+    [
+        (None, None, True),
+        (None, "bob", True),
+        ("alice", "alice", True),
+        ("alice", "bob", False),
+        ("alice", None, False),
+    ],
+)
+def test_an_owned_lease_needs_its_owner_and_an_unowned_one_anyone(
+    lease_owner: str | None, caller: str | None, may: bool
+) -> None:
+    assert owner_may_act(lease_owner, caller) is may
+
+
+# --- the expressions rendered from it ------------------------------------------------------------------
+
+FULL = Inputs(
+    now=NOW,
+    start=NOW + 1,
+    owner="alice",
+    token="w-1",
+    claim_id="c-1",
+    worker=WorkerRecord("local-docker", "w-1", "http://127.0.0.1:8080", 0.5),
+    ttl_seconds=600,
+    held=("owner#alice",),
+    reason="the worker stopped",
+    claim_due=NOW + 120,
+    claim_ttl=NOW + 3600,
+    retain_until=NOW + 86_400,
+    outcome=LeaseStatus.RELEASED,
+)
+
+
+@pytest.mark.parametrize("transition", [t for t in TRANSITIONS if t.source is not None], ids=lambda t: t.name)
+def test_every_placeholder_is_bound_and_every_binding_used(transition: Transition) -> None:
+    rendered = conditions.render(transition, FULL)
+    text = f"{rendered.condition} {rendered.update}"
+    assert set(re.findall(r":\w+", text)) == set(rendered.values)
+    assert set(re.findall(r"#\w+", text)) == set(rendered.names)
+
+
+@pytest.mark.parametrize("transition", [t for t in TRANSITIONS if t.source is not None], ids=lambda t: t.name)
+def test_a_transition_starts_only_from_its_declared_statuses(transition: Transition) -> None:
+    rendered = conditions.render(transition, FULL)
+    bound = {value["S"] for key, value in rendered.values.items() if key.startswith(":status_")}
+    assert bound == {status.value for status in transition.source or ()}
+
+
+def test_a_failed_claim_narrowed_to_one_status_checks_only_that_one() -> None:
+    rendered = conditions.condition(lifecycle.CLAIM_FAILED, Inputs(expected=LeaseStatus.PENDING))
+    assert rendered.condition == "#status = :status_pending"
+
+
+def test_a_transition_cannot_be_narrowed_to_a_status_it_does_not_start_from() -> None:
+    with pytest.raises(ValueError, match="does not start from"):
+        conditions.condition(lifecycle.RENEW, Inputs(expected=LeaseStatus.PENDING))
+
+
+def test_the_caller_without_an_owner_passes_only_on_an_unowned_lease() -> None:
+    rendered = conditions.condition(lifecycle.CLAIM_RELEASE, Inputs(now=NOW, owner=None))
+    assert "attribute_not_exists(owner_id)" in rendered.condition and ":owner" not in rendered.values
+
+
+def test_a_claim_without_a_token_does_not_check_one() -> None:
+    rendered = conditions.condition(lifecycle.CLAIM_FAILED, Inputs(expected=LeaseStatus.PENDING, token=None))
+    assert "provider_token" not in rendered.condition
+
+
+def test_the_sweeps_claim_keeps_an_earlier_outcome() -> None:
+    update = conditions.render(lifecycle.CLAIM_DUE, FULL).update
+    assert "release_outcome = if_not_exists(release_outcome, :outcome)" in update
+
+
+def test_a_renewal_without_a_ttl_keeps_the_leases_own() -> None:
+    update = conditions.render(lifecycle.RENEW, Inputs(now=NOW, start=NOW + 1, owner="alice")).update
+    assert "expires_epoch = :start + ttl_seconds" in update and "ttl_seconds =" not in update
+
+
+def test_a_long_failure_reason_is_stored_bounded() -> None:
+    rendered = conditions.render(lifecycle.CLAIM_FAILED, Inputs(reason="x" * 5000, claim_id="c", expected=None))
+    assert len(rendered.values[":reason"]["S"]) == conditions.MAX_FAILURE_REASON_CHARS
+
+
+def test_no_store_module_but_the_renderer_writes_a_status_into_an_expression() -> None:
+    statuses = {status.value for status in LeaseStatus}
+    for path in STORE.glob("*.py"):
+        if path.name == "conditions.py":
+            continue
+        literals = {
+            node.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        assert not {text for text in literals if any(f":{s}" in text or f"'{s}'" in text for s in statuses)}, path
+        assert not literals & statuses, path
+
+
+@pytest.mark.parametrize("guard", list(Guard))
+def test_every_guard_renders(guard: Guard) -> None:
+    transition = Transition("probe", frozenset({LeaseStatus.ACTIVE}), LeaseStatus.ACTIVE, guards=(guard,))
+    assert conditions.condition(transition, FULL).condition.count(" AND ") == 1
