@@ -447,6 +447,13 @@ def test_renew_of_swept_expired_lease_is_not_found(leases: Leases, store: LeaseS
         store.renew(lease.lease_id, "alice", 60, FAR_FUTURE)
 
 
+def test_renew_of_expired_lease_the_sweep_is_releasing_is_not_found(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.active(ttl_seconds=60)
+    assert store.claim_due(lease.lease_id, lease.expires_at) is not None
+    with pytest.raises(LeaseNotFound):
+        store.renew(lease.lease_id, "alice", 60, lease.expires_at)
+
+
 def test_renew_of_active_lease_past_its_expiry_is_not_found(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
     with pytest.raises(LeaseNotFound):

@@ -179,12 +179,15 @@ def refusal(transition: Transition, seen: Seen | None, now_epoch: int, owner: st
     that release, renew and every other conditional write share."""
     if seen is None:
         return Refusal.NOT_FOUND
+    expired = Guard.NOT_EXPIRED in transition.guards and seen.expires_epoch <= now_epoch
+    # Past its expiry a live lease is gone to the caller whatever the sweep is doing with it: a renew
+    # racing the sweep's claim must hear "expired" (404), not "busy" (409).
+    if expired and seen.status.is_live:
+        return Refusal.EXPIRED
     if seen.status in transition.conflict_in:
         return Refusal.CONFLICT
     if not transition.allows(seen.status):
         return Refusal.NOT_ACTIVE
-    if Guard.NOT_EXPIRED in transition.guards and seen.expires_epoch <= now_epoch:
-        return Refusal.EXPIRED
     if Guard.OWNER in transition.guards and not owner_may_act(seen.owner_id, owner):
         return Refusal.NOT_OWNER
     return Refusal.CHANGED
