@@ -12,6 +12,9 @@ SAM_VENV := .venv-sam
 FLOOR_VENV := .venv-botocore-floor
 LOCK_VENV := .venv-lock
 PY := $(VENV)/bin/python
+# `make test` runs the suite in this many processes (pytest-xdist), each with its own Docker host and stacks:
+# most of the suite waits on Docker, DynamoDB and the local stack, so two processes halve it on two cores.
+TEST_WORKERS ?= 2
 SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
@@ -69,8 +72,8 @@ run: $(VENV)/.installed ## Serve the lease API locally (tables kept in .local/dy
 	@exec $(PY) -m devstack $(if $(FRESH),--fresh)
 
 test: lint typecheck validate $(DYNALITE) ## The whole suite: lint, types, template, unit and integration tests, the SDK floor
-	@echo "==> pytest"
-	@$(PY) -m pytest
+	@echo "==> pytest in $(TEST_WORKERS) processes"
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 	@$(MAKE) --no-print-directory unit-botocore-floor
 
 lint: $(VENV)/.installed ## ruff, bandit
