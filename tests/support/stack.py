@@ -124,8 +124,8 @@ def start_stack(
         try:
             if requests.get(url + "/health", timeout=2).status_code == 200 and "ready in" in log_path.read_text():
                 return RunningStack(process, url, TEST_SECRET, log_path, state_dir)
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # not listening yet, or a first health check slower than 2 s on a busy machine
         time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"the local stack did not start in {timeout} s:\n{log_path.read_text()[-4000:]}")
