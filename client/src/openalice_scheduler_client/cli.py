@@ -363,9 +363,12 @@ class WaitProgress:
         self._stream.flush()
 
 
-def _wait_for(ctx: _Context, client: SchedulerClient, lease_id: str, timeout: float) -> Lease:
+def _wait_for(ctx: _Context, client: SchedulerClient, lease: Lease, timeout: float) -> Lease:
     with WaitProgress(ctx.stderr) as progress:
-        return client.wait_ready(lease_id, timeout, on_progress=progress.update)
+        progress.update(lease, 0.0)
+        if lease.is_ready:
+            return lease
+        return client.wait_ready(lease.lease_id, timeout, on_progress=progress.update)
 
 
 def _not_ready(ctx: _Context, error: WorkerNotReady, released: bool = False) -> int:
@@ -408,7 +411,7 @@ def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
         )
     if args.wait is not None and not lease.is_ready:
         try:
-            lease = _wait_for(ctx, client, lease.lease_id, args.wait)
+            lease = _wait_for(ctx, client, lease, args.wait)
         except ReadyTimeout as timed_out:
             client.release(lease.lease_id, owner_id=args.owner)  # no paid worker left booting behind the command
             return _not_ready(ctx, timed_out, released=True)
@@ -420,7 +423,7 @@ def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
 
 def _cmd_wait(ctx: _Context, client: SchedulerClient) -> int:
     try:
-        lease = _wait_for(ctx, client, ctx.args.lease_id, ctx.args.timeout)
+        lease = _wait_for(ctx, client, client.get(ctx.args.lease_id), ctx.args.timeout)
     except WorkerNotReady as failed:
         return _not_ready(ctx, failed)
     ctx.show_lease(lease, {"lease": lease.raw})
