@@ -199,3 +199,28 @@ def test_a_released_lease_cannot_be_failed_as_a_boot_failure(store: LeaseStore) 
     store.finish_release(claim, NOW)
     assert store.claim_boot_failed(lease.lease_id, NOW, token=str(lease.provider_token), reason="x") is None
     assert store.get(lease.lease_id).status == LeaseStatus.RELEASED
+
+
+def test_the_http_probe_passes_on_2xx_and_3xx_and_fails_otherwise() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Worker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response({"/ok": 200, "/moved": 302}.get(self.path, 503))
+            self.send_header("Location", "/ok")
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        answers = [readiness.http_probe(base + path, 2.0) for path in ("/ok", "/moved", "/booting")]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == [True, True, False]
+    assert readiness.http_probe(base + "/ok", 0.5) is False  # nothing listens any more
