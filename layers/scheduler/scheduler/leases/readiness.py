@@ -184,8 +184,9 @@ def refresh(
         with failed_request():
             readiness = providers.get(lease.provider).readiness(lease.lease_id, lease.provider_token, deadline)
     except ProviderRequestFailed as error:
+        # Not knowing is not a boot failure (not even past the timeout): the next read or sweep asks again.
         logger.warning("readiness check failed", extra={"lease_id": lease.lease_id, "error": str(error)})
-        readiness = Readiness.starting(f"the provider could not be asked: {error}")
+        return Refreshed(claimed)
     return apply(claimed, readiness, store, providers, policy, clock, deadline)
 
 
@@ -205,8 +206,14 @@ def wait_ready(
     deadline = or_never(deadline)
     until = min(monotonic() + max(0.0, seconds), monotonic() + deadline.remaining())
     lease = store.get(lease_id)
+    asked_at: float | None = None
     while True:
-        result = refresh(lease, store, providers, policy, clock, deadline)
+        # Between our own provider checks, only read what others recorded (no claim write to lose).
+        if asked_at is None or monotonic() - asked_at >= policy.refresh_seconds:
+            asked_at = monotonic()
+            result = refresh(lease, store, providers, policy, clock, deadline)
+        else:
+            result = Refreshed(lease)
         left = until - monotonic()
         if not result.lease.is_starting or left <= 0:
             return result
@@ -238,9 +245,10 @@ def check_starting_leases(
                     {lease.provider_token or "": lease.lease_id for lease in leases}, deadline
                 )
         except ProviderRequestFailed as error:
+            # Its leases stay as they are (no timeout applied without an answer); the next sweep asks again.
             report.errors.append(f"{name}: {error}")
             logger.warning("cannot ask for readiness", extra={"provider": name, "error": str(error)})
-            answers = {}
+            continue
         for lease in leases:
             if deadline.expired:
                 break
