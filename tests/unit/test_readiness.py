@@ -215,7 +215,7 @@ def test_the_http_probe_passes_on_2xx_and_3xx_and_fails_otherwise() -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Worker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         answers = [readiness.http_probe(base + path, 2.0) for path in ("/ok", "/moved", "/booting")]

@@ -200,12 +200,13 @@ def wait_ready(
     deadline: Deadline | None = None,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
+    read: Lease | None = None,
 ) -> Refreshed:
     """The lease as soon as its worker is ready (or the lease is no longer starting), else after `seconds`
-    with its current state; never past `deadline`."""
+    with its current state; never past `deadline`. `read`: the lease as the caller just read it."""
     deadline = or_never(deadline)
     until = min(monotonic() + max(0.0, seconds), monotonic() + deadline.remaining())
-    lease = store.get(lease_id)
+    lease = read if read is not None else store.get(lease_id)
     asked_at: float | None = None
     while True:
         # Between our own provider checks, only read what others recorded (no claim write to lose).

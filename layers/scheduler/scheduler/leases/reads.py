@@ -36,7 +36,7 @@ def get_when_ready(
     lease = store.get(lease_id)
     if not lease.is_starting:
         return check(lease, deadline) if check is not None else Read(lease)
-    waited = wait_ready(lease_id, wait_seconds, store, providers, policy, clock, deadline)
+    waited = wait_ready(lease_id, wait_seconds, store, providers, policy, clock, deadline, read=lease)
     return Read(waited.lease, became_ready=waited.became_ready, boot_failure=waited.boot_failure)
 
 
