@@ -8,7 +8,7 @@ from scheduler.api.http import HttpRequest, Response, http_endpoint, json_respon
 from scheduler.leases.acquire import acquire, new_lease_id
 from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
 from scheduler.models import LeaseRequest
-from scheduler.observability.metrics import count
+from scheduler.observability.metrics import count, worker_ready
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -43,5 +43,6 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
         logger.info("lease answered again for a repeated Idempotency-Key", extra={"lease_id": outcome.lease_id})
     else:
         count(runtime.metrics, "LeaseAcquired", provider=outcome.lease.provider, kind=body.kind.value)
+        worker_ready(runtime.metrics, outcome.lease)  # a worker usable at once (its lease reads `ready`)
         logger.info("lease acquired", extra={"lease_id": outcome.lease.lease_id, "provider": outcome.lease.provider})
     return json_response(201, outcome.body())

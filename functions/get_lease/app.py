@@ -1,17 +1,21 @@
-"""GET /v1/lease/{lease_id} — one lease, live or ended within the retention period.
+"""GET /v1/lease/{lease_id}[?wait_ready=N] — one lease, live or ended within the retention period.
 
+A lease whose worker is starting is refreshed from its provider (at most every couple of seconds per
+lease, however many callers poll) and, with `wait_ready=N` (0–25), waited on until the worker is ready
+or N seconds pass; a worker that failed to boot ends the lease `failed` here.
 Reading an active local-docker lease also asks the Docker host whether its worker still runs (at
 most every WORKER_READ_CHECK_SECONDS per lease); a stopped worker ends the lease `failed` here.
-The driver (and the Docker SDK) loads only when such a lease is first read.
+The drivers (and the Docker SDK) load only when such a lease is first read.
 """
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
-from scheduler.leases.reads import get
-from scheduler.observability.metrics import count, lease_ended
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.leases.reads import get_when_ready
+from scheduler.models import ReadQuery
+from scheduler.observability.metrics import boot_failed, count, lease_ended, worker_ready
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -23,11 +27,25 @@ runtime = Runtime.from_environment().warm("store", "read_check")
 @metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Answer 200 with the lease or 404."""
+    """Answer 200 with the lease (once ready, or after wait_ready seconds) or 404."""
     lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
-    read = get(lease_id, runtime.store, runtime.read_check, request_deadline(context))
+    query = parse_model(ReadQuery, dict(request.queryStringParameters), what="query")
+    read = get_when_ready(
+        lease_id,
+        query.wait_ready,
+        runtime.store,
+        runtime.providers,
+        runtime.readiness,
+        runtime.read_check,
+        runtime.clock,
+        request_deadline(context),
+    )
     if read.ended_now:
         lease_ended(runtime.metrics, read.lease)
         count(runtime.metrics, "GhostLease", provider=read.lease.provider, kind=read.lease.kind.value)
+    if read.became_ready:
+        worker_ready(runtime.metrics, read.lease)
+    if read.boot_failure is not None:
+        boot_failed(runtime.metrics, read.lease, read.boot_failure)
     return json_response(200, {"lease": read.lease.wire()})

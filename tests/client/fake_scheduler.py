@@ -67,6 +67,11 @@ class FakeScheduler:
     requests: list[Recorded] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     idempotency: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    # Readiness: with `boot_gets` set, new leases start `starting` and turn `ready` on that many reads
+    # (or `failed` with `boot_failure` as the reason, when set).
+    boot_gets: int | None = None
+    boot_failure: str | None = None
+    booting: dict[str, int] = field(default_factory=dict)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -224,6 +229,8 @@ class FakeScheduler:
             "ttl_seconds": ttl,
             "cost_per_hour": None,
             "failure_reason": None,
+            "worker_state": "ready" if self.boot_gets is None else "starting",
+            "ready_at": _time(now) if self.boot_gets is None else None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 
@@ -244,6 +251,8 @@ class FakeScheduler:
         lease = self._new_lease(body, datetime.now(UTC))
         with self._lock:
             self.leases[lease["lease_id"]] = lease
+            if self.boot_gets is not None:
+                self.booting[lease["lease_id"]] = self.boot_gets
             if key:
                 self.idempotency[key] = (request.raw_body, lease["lease_id"])
         return 201, {}, {"lease": lease, "provider": lease["provider"]}
@@ -271,6 +280,17 @@ class FakeScheduler:
 
     def _get(self, lease_id: str) -> tuple[int, dict[str, str], Any]:
         lease = self.leases.get(lease_id)
+        with self._lock:
+            if lease is not None and lease_id in self.booting and lease["status"] == "active":
+                self.booting[lease_id] -= 1
+                if self.booting[lease_id] <= 0:
+                    del self.booting[lease_id]
+                    if self.boot_failure is None:
+                        lease.update(worker_state="ready", ready_at=_time(datetime.now(UTC)))
+                    else:
+                        lease.update(
+                            status="failed", failure_reason=self.boot_failure, released_at=_time(datetime.now(UTC))
+                        )
         if lease is None:
             return self._error(404, "not_found", f"lease {lease_id} not found")
         return 200, {}, {"lease": lease}

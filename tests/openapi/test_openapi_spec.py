@@ -319,7 +319,7 @@ def test_lease_schema_lists_every_field_of_the_model_as_required(spec: dict[str,
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == set(Lease.model_fields)
     assert set(schema["required"]) == set(Lease.model_fields)
-    nullable = {name for name, field in Lease.model_fields.items() if not field.is_required()}
+    nullable = {name for name, field in Lease.model_fields.items() if not field.is_required() and field.default is None}
     for name, prop in schema["properties"].items():
         types = {branch.get("type") for branch in prop.get("oneOf", [])} or set(
             prop["type"] if isinstance(prop.get("type"), list) else [prop.get("type")]

@@ -226,3 +226,31 @@ def test_a_running_worker_is_not_among_the_stopped_ones(driver: DriverUnderTest)
     worker = driver.provider.provision(lease, {})
     assert worker.token not in [stopped.token for stopped in driver.provider.stopped_workers()]
     assert driver.provider.stopped_reason(lease.lease_id, worker.token) is None
+
+
+# --- readiness ----------------------------------------------------------------------------------------
+
+
+def test_a_provisioned_worker_becomes_ready_and_says_so_alone_and_in_a_batch(driver: DriverUnderTest) -> None:
+    from scheduler.providers.base import ReadinessState
+
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    assert driver.provider.readiness(lease.lease_id, worker.token).state is ReadinessState.READY
+    batch = driver.provider.readiness_of({worker.token: lease.lease_id})
+    assert {token: said.state for token, said in batch.items()} == {worker.token: ReadinessState.READY}
+
+
+def test_a_removed_worker_will_never_be_ready(driver: DriverUnderTest) -> None:
+    from scheduler.providers.base import ReadinessState
+
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.provider.release(lease.lease_id, worker.token)
+    said = driver.provider.readiness(lease.lease_id, worker.token)
+    assert said.state is ReadinessState.FAILED and said.detail
+
+
+def test_an_unreachable_provider_cannot_say_whether_a_worker_is_ready(driver: DriverUnderTest) -> None:
+    with pytest.raises(ProviderRequestFailed), failed_request():
+        driver.unreachable.readiness(driver.lease().lease_id, "some-token")

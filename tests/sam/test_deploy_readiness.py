@@ -176,7 +176,14 @@ def test_dashboard_and_alarms(resources: dict[str, Any]) -> None:
     alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
 
     assert "DashboardBody" in dashboard
-    assert {"OrphansFoundAlarm", "GhostLeasesAlarm", "SweepLagAlarm", "StreamHandlerErrorsAlarm"} <= set(alarms)
+    assert {
+        "OrphansFoundAlarm",
+        "GhostLeasesAlarm",
+        "SweepLagAlarm",
+        "StreamHandlerErrorsAlarm",
+        "BootFailuresAlarm",
+    } <= set(alarms)
+    assert "BootFailure" in str(dashboard["DashboardBody"]) and "TimeToReady" in str(dashboard["DashboardBody"])
     for name, alarm in alarms.items():
         assert alarm["TreatMissingData"] == "notBreaching", name
         assert _branches(alarm["AlarmActions"]) == [[{"Ref": "AlarmTopicArn"}]], name

@@ -79,11 +79,12 @@ PROVIDER_FUNCTIONS = {
     "SweepExpiredFunction",
     "TtlStreamFunction",
     "ReconcileWorkersFunction",
-    "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped
+    "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped; asks a starting worker's readiness
 }
 READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction"}
-# Functions that call only the Docker host, never RunPod (whose API quota GET must not spend).
-DOCKER_ONLY_FUNCTIONS = {"GetLeaseFunction"}
+# Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
+# worker, and either provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
+READ_PATH_FUNCTIONS = {"GetLeaseFunction"}
 WRITE_ACTIONS = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
 
 
@@ -341,10 +342,10 @@ def test_only_functions_that_call_a_provider_read_provider_credentials(
             assert not names, f"{function} does not call a provider but reads {names}"
 
 
-def test_get_lease_reads_the_docker_secret_but_never_runpods(resources: dict[str, Any], grants: list[Grant]) -> None:
+def test_get_lease_reads_the_provider_secrets_and_no_other(resources: dict[str, Any], grants: list[Grant]) -> None:
     secrets = _secrets_by_function(resources, grants)
-    for function in DOCKER_ONLY_FUNCTIONS:
-        assert secrets[function] == {"DockerTlsSecretArn"}
+    for function in READ_PATH_FUNCTIONS:
+        assert secrets[function] == {"DockerTlsSecretArn", "RunpodApiKeySecretArn"}
 
 
 def test_get_lease_writes_only_by_conditional_update(resources: dict[str, Any], grants: list[Grant]) -> None:

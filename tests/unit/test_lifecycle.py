@@ -205,3 +205,36 @@ def test_no_store_module_but_the_renderer_writes_a_status_into_an_expression() -
 def test_every_guard_renders(guard: Guard) -> None:
     transition = Transition("probe", frozenset({LeaseStatus.ACTIVE}), LeaseStatus.ACTIVE, guards=(guard,))
     assert conditions.condition(transition, FULL).condition.count(" AND ") == 1
+
+
+# --- readiness ---------------------------------------------------------------------------------------
+
+
+def test_only_a_starting_worker_can_be_marked_ready_or_failed_as_a_boot_failure() -> None:
+    for transition in (lifecycle.MARK_READY, lifecycle.CLAIM_BOOT_FAILED, lifecycle.CHECK_READINESS):
+        assert transition.source == frozenset({LeaseStatus.ACTIVE}) and Guard.STARTING in transition.guards
+
+
+def test_a_boot_failure_is_claimed_on_the_leases_own_worker_and_recorded_failed() -> None:
+    assert Guard.TOKEN in lifecycle.CLAIM_BOOT_FAILED.guards
+    assert lifecycle.CLAIM_BOOT_FAILED.outcome is LeaseStatus.FAILED
+    assert Write.RECORD_REASON in lifecycle.CLAIM_BOOT_FAILED.writes
+
+
+def test_ready_at_is_written_once_because_marking_ready_needs_a_starting_worker() -> None:
+    rendered = conditions.render(lifecycle.MARK_READY, Inputs(now=NOW, token="w-1"))
+    assert "worker_state = :starting" in rendered.condition
+    assert rendered.values[":ready"] == {"S": "ready"} and rendered.values[":now"] == {"N": str(NOW)}
+
+
+def test_a_readiness_check_is_claimed_only_when_nobody_checked_within_the_interval() -> None:
+    rendered = conditions.condition(lifecycle.CHECK_READINESS, Inputs(now=NOW, checked_before=NOW - 2))
+    assert "ready_checked_epoch <= :checked_before" in rendered.condition
+    assert rendered.values[":checked_before"] == {"N": str(NOW - 2)}
+
+
+def test_activation_records_a_worker_ready_at_once_with_its_ready_time() -> None:
+    ready = conditions.render(lifecycle.ACTIVATE, Inputs(now=NOW, worker=WorkerRecord("p", "t", ready=True)))
+    booting = conditions.render(lifecycle.ACTIVATE, Inputs(now=NOW, worker=WorkerRecord("p", "t")))
+    assert ready.values[":worker_state"] == {"S": "ready"} and "ready_epoch = :now" in ready.update
+    assert booting.values[":worker_state"] == {"S": "starting"} and "ready_epoch" not in booting.update

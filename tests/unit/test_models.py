@@ -36,6 +36,8 @@ CONTRACT_LEASE_FIELDS = {
     "ttl_seconds",
     "cost_per_hour",
     "failure_reason",
+    "worker_state",
+    "ready_at",
 }
 LABELS = ("owner_id", "correlation_id", "region")
 

@@ -150,3 +150,11 @@ def test_emf_documents_carry_the_namespace_and_both_dimension_sets(capsys: pytes
 )
 def test_provision_failures_are_classified(error: Exception, reason: str) -> None:
     assert failure_reason(error) == reason
+
+
+def test_the_instrumented_wrapper_forwards_every_provider_method() -> None:
+    from scheduler.observability.instrumented import InstrumentedProvider
+    from scheduler.providers.base import Provider
+
+    public = {name for name in vars(Provider) if not name.startswith("_") and callable(getattr(Provider, name))}
+    assert public <= set(vars(InstrumentedProvider)), "a Provider method the wrapper would answer with the default"

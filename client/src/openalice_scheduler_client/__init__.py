@@ -4,13 +4,14 @@
 from openalice_scheduler_client import SchedulerClient
 
 scheduler = SchedulerClient()  # $SCHEDULER_URL (default http://127.0.0.1:3000), $INTERNAL_SECRET
-with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:
+with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:  # waits until the worker is ready
     render_on(lease.endpoint)  # renewed in the background, released on exit
 ```
 """
 
 from .client import DEFAULT_URL, SchedulerClient, __version__, lease
 from .errors import (
+    BootFailed,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -20,16 +21,19 @@ from .errors import (
     ProviderError,
     QuotaExceeded,
     RateLimited,
+    ReadyTimeout,
     SchedulerError,
     ServerError,
     ServiceUnreachable,
     Unauthorized,
+    WorkerNotReady,
 )
 from .leasing import LeaseHandle
 from .models import Lease
 
 __all__ = [
     "DEFAULT_URL",
+    "BootFailed",
     "Conflict",
     "Forbidden",
     "InvalidRequest",
@@ -41,11 +45,13 @@ __all__ = [
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",
+    "ReadyTimeout",
     "SchedulerClient",
     "SchedulerError",
     "ServerError",
     "ServiceUnreachable",
     "Unauthorized",
+    "WorkerNotReady",
     "__version__",
     "lease",
 ]

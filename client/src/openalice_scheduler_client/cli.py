@@ -3,7 +3,8 @@
     leasectl [--url URL] [--secret S] [--json] COMMAND
 
 Exit codes: 0 success, 1 the API refused or failed (code and message on stderr), 2 usage error,
-3 the service cannot be reached. With `--json` stdout carries exactly one JSON document: the API's
+3 the service cannot be reached, 4 the worker never became ready (`--wait`, `wait`: it failed to boot,
+or the wait timed out). With `--json` stdout carries exactly one JSON document: the API's
 body on success (`list`: every page merged, `next_token` null; `release`: `{}`, standing for the
 API's empty 204 body), and the error envelope `{"error": {"code", "message", "details"?}}` on
 exit 1 or 3 (API Gateway's `{"message": ...}` 401/403 bodies and unreachable services normalised
@@ -26,13 +27,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from .client import DEFAULT_URL, SECRET_ENV, URL_ENV, SchedulerClient
-from .errors import SchedulerError, ServiceUnreachable, Unauthorized
+from .errors import ReadyTimeout, SchedulerError, ServiceUnreachable, Unauthorized, WorkerNotReady
 from .models import GPU_CLASSES, KINDS, Lease
 
 EXIT_OK = 0
 EXIT_API_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+EXIT_NOT_READY = 4
+DEFAULT_WAIT_SECONDS = 600
 
 PROG = "leasectl"
 TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "ENDPOINT")
@@ -77,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Acquire, inspect, renew and release worker leases of the OpenAlice scheduler.",
         epilog=(
             f"environment: {URL_ENV} (default {DEFAULT_URL}), {SECRET_ENV}.\n"
-            "exit codes: 0 success, 1 the API refused or failed, 2 usage error, 3 service unreachable."
+            "exit codes: 0 success, 1 the API refused or failed, 2 usage error, 3 service unreachable,\n"
+            "4 the worker never became ready (acquire --wait, wait)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -103,6 +107,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="K=V",
         help="environment for the worker (repeatable)",
+    )
+    acquire.add_argument(
+        "--wait",
+        type=_positive_int,
+        nargs="?",
+        const=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"wait until the worker is ready (at most SECONDS, default {DEFAULT_WAIT_SECONDS}), progress on stderr;"
+        " a lease whose worker is not ready by then is released",
+    )
+
+    wait = commands.add_parser(
+        "wait",
+        help="wait until a lease's worker is ready",
+        description="Wait until the lease's worker is ready (GET /v1/lease/ID?wait_ready=N), progress on stderr;"
+        " exit 4 with the reason when it fails to boot or is not ready in time (the lease is left as it is).",
+    )
+    wait.add_argument("lease_id", metavar="ID")
+    wait.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"give up after SECONDS (default {DEFAULT_WAIT_SECONDS})",
     )
 
     listing = commands.add_parser(
@@ -200,12 +228,14 @@ def format_lease(lease: Lease, now: datetime | None = None) -> list[str]:
     fields = [
         ("lease_id", lease.lease_id),
         ("status", lease.status),
+        ("worker_state", lease.worker_state),
         ("kind", lease.kind),
         ("gpu", lease.gpu),
         ("provider", lease.provider or "-"),
         ("endpoint", lease.endpoint or "-"),
         ("created_at", when(lease.created_at)),
         ("expires_at", expires),
+        ("ready_at", when(lease.ready_at)),
         ("released_at", when(lease.released_at)),
         ("ttl_seconds", str(lease.ttl_seconds)),
         ("owner_id", lease.owner_id or "-"),
@@ -268,6 +298,91 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
+# --- waiting for a worker ------------------------------------------------------------------------
+
+
+def describe_wait(lease: Lease | None, elapsed: float) -> str:
+    """One progress line: the lease's state and the time waited so far."""
+    if lease is None:
+        return f"waiting for the worker… {elapsed:.0f}s"
+    if lease.is_ready:
+        state = "worker ready"
+    elif lease.is_starting:
+        state = f"{lease.status}, worker starting"
+    else:
+        state = lease.status
+    return f"lease {lease.lease_id}: {state} ({elapsed:.0f}s)"
+
+
+class WaitProgress:
+    """Progress of a wait on `stream`: redrawn in place every fraction of a second on a terminal, one line
+    per change of state otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._tty = _isatty(stream)
+        self._lease: Lease | None = None
+        self._started = time.monotonic()
+        self._last_state: tuple[str, str] | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> WaitProgress:
+        if self._tty:
+            self._thread = threading.Thread(target=self._redraw, name="leasectl-wait", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            with self._lock:
+                self._draw()
+                self._stream.write("\n")
+                self._stream.flush()
+
+    def update(self, lease: Lease, elapsed: float) -> None:
+        """A new answer: remember it; without a terminal, print it when its state changed."""
+        with self._lock:
+            self._lease = lease
+            state = (lease.status, lease.worker_state)
+            if not self._tty and state != self._last_state:
+                self._stream.write(describe_wait(lease, elapsed) + "\n")
+                self._stream.flush()
+            self._last_state = state
+
+    def _redraw(self) -> None:
+        while not self._done.wait(0.2):
+            with self._lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        self._stream.write("\r" + describe_wait(self._lease, time.monotonic() - self._started) + CLEAR_EOL)
+        self._stream.flush()
+
+
+def _wait_for(ctx: _Context, client: SchedulerClient, lease: Lease, timeout: float) -> Lease:
+    with WaitProgress(ctx.stderr) as progress:
+        progress.update(lease, 0.0)
+        if lease.is_ready:
+            return lease
+        return client.wait_ready(lease.lease_id, timeout, on_progress=progress.update)
+
+
+def _not_ready(ctx: _Context, error: WorkerNotReady, released: bool = False) -> int:
+    if ctx.json:
+        document = error.envelope()
+        if error.lease is not None:
+            document["error"]["details"] = {"lease": error.lease.raw}
+        _print_json(document, ctx.stdout)
+    ctx.stderr.write(f"{PROG}: {error.message}\n")
+    if released:
+        ctx.stderr.write("  (the lease was released: its worker was not ready within the wait)\n")
+    return EXIT_NOT_READY
+
+
 # --- commands --------------------------------------------------------------------------------------
 
 
@@ -294,7 +409,24 @@ def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
         lease = client.acquire(
             args.kind, gpu=args.gpu, ttl_seconds=args.ttl, owner_id=args.owner, env=dict(args.env) or None
         )
+    if args.wait is not None and not lease.is_ready:
+        try:
+            lease = _wait_for(ctx, client, lease, args.wait)
+        except ReadyTimeout as timed_out:
+            client.release(lease.lease_id, owner_id=args.owner)  # no paid worker left booting behind the command
+            return _not_ready(ctx, timed_out, released=True)
+        except WorkerNotReady as failed:
+            return _not_ready(ctx, failed)
     ctx.show_lease(lease, {"lease": lease.raw, "provider": lease.provider})
+    return EXIT_OK
+
+
+def _cmd_wait(ctx: _Context, client: SchedulerClient) -> int:
+    try:
+        lease = _wait_for(ctx, client, client.get(ctx.args.lease_id), ctx.args.timeout)
+    except WorkerNotReady as failed:
+        return _not_ready(ctx, failed)
+    ctx.show_lease(lease, {"lease": lease.raw})
     return EXIT_OK
 
 
@@ -397,6 +529,7 @@ COMMANDS: dict[str, Callable[[_Context, SchedulerClient], int]] = {
     "renew": _cmd_renew,
     "release": _cmd_release,
     "watch": _cmd_watch,
+    "wait": _cmd_wait,
 }
 
 

@@ -24,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,8 +35,10 @@ import requests
 from urllib3.exceptions import NewConnectionError
 
 from .errors import (
+    BootFailed,
     InvalidResponse,
     NotFound,
+    ReadyTimeout,
     SchedulerError,
     ServiceUnreachable,
     error_from_response,
@@ -53,6 +55,7 @@ DEFAULT_URL = "http://127.0.0.1:3000"
 URL_ENV = "SCHEDULER_URL"
 SECRET_ENV = "INTERNAL_SECRET"  # noqa: S105 - the name of the variable, not a secret
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API Gateway's 30 s)
 
 
 @dataclass(frozen=True)
@@ -214,9 +217,47 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
         outcome = self._send("POST", "/v1/lease", body=body, headers={"Idempotency-Key": key})
         return self._lease(outcome)
 
-    def get(self, lease_id: str) -> Lease:
-        """`GET /v1/lease/{id}`: any lease within the retention period, ended ones with their final status."""
-        return self._lease(self._send("GET", self._lease_path(lease_id)))
+    def get(self, lease_id: str, *, wait_ready: int | None = None) -> Lease:
+        """`GET /v1/lease/{id}`: any lease within the retention period, ended ones with their final status.
+
+        `wait_ready` (0–25 s): the service answers as soon as a starting worker is ready, or after that long.
+        """
+        params = None if wait_ready is None else {"wait_ready": str(wait_ready)}
+        return self._lease(self._send("GET", self._lease_path(lease_id), params=params))
+
+    def wait_ready(
+        self,
+        lease_id: str,
+        timeout: float = 600.0,
+        *,
+        on_progress: Callable[[Lease, float], None] | None = None,
+    ) -> Lease:
+        """Wait until the lease's worker is ready (`worker_state` `ready`) and return the lease.
+
+        Long-polls `GET /v1/lease/{id}?wait_ready=N` (N ≤ 25 s per request) until then. `on_progress(lease,
+        elapsed_seconds)` is called after every answer. Raises BootFailed when the lease ends instead (the
+        service ended it: `failure_reason` says why), ReadyTimeout when `timeout` seconds pass first (the
+        lease stays live: release it, or wait again).
+        """
+        started = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - started
+            left = timeout - elapsed
+            # Each long poll ends well within this client's own per-request timeout.
+            wait = int(max(0.0, min(MAX_WAIT_READY_SECONDS, left, self.timeout - 5.0)))
+            lease = self.get(lease_id, wait_ready=wait)
+            elapsed = time.monotonic() - started
+            if on_progress is not None:
+                on_progress(lease, elapsed)
+            if lease.is_ready:
+                return lease
+            if not lease.is_starting:
+                why = lease.failure_reason or f"the lease is {lease.status}"
+                raise BootFailed(f"lease {lease_id}: the worker never became ready: {why}", lease=lease)
+            if elapsed >= timeout:
+                raise ReadyTimeout(f"lease {lease_id}: the worker was still starting after {timeout:g} s", lease=lease)
+            if wait == 0:
+                self._sleep(min(1.0, max(0.0, timeout - elapsed)))
 
     def list_page(
         self,
@@ -333,13 +374,24 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
         ttl_seconds: int = 600,
         *,
         renew_every: float | None = None,
+        wait_ready: bool = True,
+        ready_timeout: float = 600.0,
         **acquire_kwargs: Any,
     ) -> AbstractContextManager[LeaseHandle]:
-        """`with client.lease(kind="renderer", ttl_seconds=600) as lease:` — acquire, keep renewed, release.
+        """`with client.lease(kind="renderer", ttl_seconds=600) as lease:` — acquire, wait until the worker is
+        ready (unless `wait_ready=False`), keep renewed, release.
 
-        See `openalice_scheduler_client.leasing.hold` for the renewal and release behaviour.
+        See `openalice_scheduler_client.leasing.hold` for the readiness, renewal and release behaviour.
         """
-        return hold(self, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs)
+        return hold(
+            self,
+            kind=kind,
+            ttl_seconds=ttl_seconds,
+            renew_every=renew_every,
+            wait_ready=wait_ready,
+            ready_timeout=ready_timeout,
+            **acquire_kwargs,
+        )
 
     # --- HTTP and retries --------------------------------------------------------------------------
 
@@ -475,6 +527,8 @@ def lease(
     url: str | None = None,
     secret: str | None = None,
     renew_every: float | None = None,
+    wait_ready: bool = True,
+    ready_timeout: float = 600.0,
     **acquire_kwargs: Any,
 ) -> Iterator[LeaseHandle]:
     """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
@@ -483,6 +537,14 @@ def lease(
     """
     with (
         SchedulerClient(url, secret) as client,
-        hold(client, kind=kind, ttl_seconds=ttl_seconds, renew_every=renew_every, **acquire_kwargs) as handle,
+        hold(
+            client,
+            kind=kind,
+            ttl_seconds=ttl_seconds,
+            renew_every=renew_every,
+            wait_ready=wait_ready,
+            ready_timeout=ready_timeout,
+            **acquire_kwargs,
+        ) as handle,
     ):
         yield handle

@@ -119,6 +119,29 @@ class ServiceUnreachable(SchedulerError):
     default_code = "unreachable"
 
 
+class WorkerNotReady(SchedulerError):
+    """The lease's worker did not become usable: `lease` is the lease as last read (its `failure_reason` says why
+    when the service ended it). Raised by `wait_ready`, never from an HTTP answer."""
+
+    default_code = "not_ready"
+
+    def __init__(self, message: str, *, lease: Any = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.lease = lease
+
+
+class BootFailed(WorkerNotReady):
+    """The worker failed to boot (or the lease ended while waiting): the service ended the lease."""
+
+    default_code = "boot_failed"
+
+
+class ReadyTimeout(WorkerNotReady):
+    """The worker was still starting when the caller's timeout ran out (the lease is still live)."""
+
+    default_code = "ready_timeout"
+
+
 ERRORS_BY_CODE: dict[str, type[SchedulerError]] = {
     "invalid_request": InvalidRequest,
     "unauthorized": Unauthorized,

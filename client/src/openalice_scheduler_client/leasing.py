@@ -40,6 +40,8 @@ class LeaseApi(Protocol):
 
     def renew(self, lease_id: str, *, ttl_seconds: int | None = ..., owner_id: str | None = ...) -> Lease: ...
 
+    def wait_ready(self, lease_id: str, timeout: float = ...) -> Lease: ...
+
     def release(self, lease_id: str, *, owner_id: str | None = ...) -> None: ...
 
     def copy(self, **overrides: Any) -> Self: ...
@@ -102,6 +104,11 @@ class LeaseHandle:
     def expires_at(self) -> datetime:
         """When the lease expires unless renewed again."""
         return self.lease.expires_at
+
+    def _replace(self, lease: Lease) -> None:
+        with self._lock:
+            if lease.expires_at >= self._lease.expires_at:  # a renewal may have landed meanwhile
+                self._lease = lease
 
     def _renewed(self, lease: Lease) -> None:
         with self._lock:
@@ -166,9 +173,15 @@ def hold(
     kind: str,
     ttl_seconds: int = 600,
     renew_every: float | None = None,
+    wait_ready: bool = False,
+    ready_timeout: float = 600.0,
     **acquire_kwargs: Any,
 ) -> Iterator[LeaseHandle]:
     """Acquire a lease, renew it in a background thread while the block runs, release it on exit.
+
+    With `wait_ready`, the block runs only once the worker is ready (`client.wait_ready`, renewing
+    meanwhile); if it never becomes ready (BootFailed, ReadyTimeout, or an interrupt) the lease is
+    released and the error raised, so a worker that failed to boot is never left behind.
 
     Renewal runs every `renew_every` seconds (default: a third of the ttl) with the same ttl and
     owner as the acquire, on a copy of `client` (its own HTTP session). On exit — normal, exception
@@ -190,6 +203,8 @@ def hold(
     renewer = _Renewer(renew_client, handle, ttl_seconds, owner_id, interval)
     try:
         renewer.start()
+        if wait_ready:
+            handle._replace(client.wait_ready(lease.lease_id, ready_timeout))
         yield handle
     except BaseException as block_error:
         _stop(renewer, renew_client)

@@ -10,6 +10,7 @@ KINDS = ("renderer", "anim")
 GPU_CLASSES = ("none", "entry", "mid", "high")
 LIVE_STATUSES = frozenset({"pending", "active", "releasing"})
 ENDED_STATUSES = frozenset({"released", "expired", "failed"})
+WORKER_STATES = ("starting", "ready")
 
 
 def parse_time(value: Any) -> datetime:
@@ -54,6 +55,8 @@ class Lease:
     ttl_seconds: int
     cost_per_hour: float | None
     failure_reason: str | None = None
+    worker_state: str = "ready"
+    ready_at: datetime | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -80,6 +83,9 @@ class Lease:
                 ttl_seconds=int(data["ttl_seconds"]),
                 cost_per_hour=None if cost is None else float(cost),
                 failure_reason=_optional_str(data.get("failure_reason")),
+                # A service older than readiness hands out workers usable at once.
+                worker_state=str(data.get("worker_state") or "ready"),
+                ready_at=_optional_time(data.get("ready_at")),
                 raw=dict(data),
             )
         except KeyError as missing:
@@ -91,6 +97,16 @@ class Lease:
     def is_live(self) -> bool:
         """True while the lease may still own a worker (pending, active or releasing)."""
         return self.status in LIVE_STATUSES
+
+    @property
+    def is_ready(self) -> bool:
+        """True once the lease is active and its worker reported usable."""
+        return self.status == "active" and self.worker_state == "ready"
+
+    @property
+    def is_starting(self) -> bool:
+        """True while the lease is live and its worker has not been reported usable yet."""
+        return self.status in ("pending", "active") and self.worker_state != "ready"
 
     def remaining(self, now: datetime | None = None) -> timedelta:
         """Time left until `expires_at` (negative once past), from `now` (default: the current time)."""

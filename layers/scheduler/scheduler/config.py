@@ -159,6 +159,12 @@ def _api_version(raw: str) -> str | None:
     return raw
 
 
+def _probe_path(raw: str) -> str:
+    if not raw.startswith("/") or not raw.isascii() or not raw.isprintable():
+        raise ValueError("must be a URL path starting with / (printable ASCII), e.g. /healthz")
+    return raw
+
+
 API_VERSION = _api_version  # for providers whose settings take an Engine API version
 
 
@@ -176,6 +182,8 @@ class Settings(SettingsSection):
     )
     internal_secret_arn: str | None = setting(None, template=True)
     worker_read_check_seconds: int = setting(5, parameter="WorkerReadCheckSeconds", low=0)
+    ready_timeout_seconds: int = setting(600, parameter="ReadyTimeoutSeconds", low=10)
+    ready_probe_path: str | None = setting(None, parameter="ReadyProbePath", parse=_probe_path)
     orphan_grace_seconds: int = setting(600, parameter="OrphanGraceSeconds", low=0)
     pending_deadline_seconds: int = setting(120, parameter="PendingDeadlineSeconds", low=1)
     release_claim_seconds: int = setting(120, parameter="ReleaseClaimSeconds", low=1)

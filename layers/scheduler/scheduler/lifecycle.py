@@ -10,6 +10,11 @@ so adding a status or a transition is an edit here, checked by tests that need n
        ▼                    ▼
      failed            releasing ──finish──▶ released | expired | failed (the claim's outcome)
 
+An active lease's worker is `starting` until its provider reports it usable, then `ready` (`ready_at`
+written once, by `mark_ready`); `check_readiness` is the claim that lets one caller at a time ask the
+provider. A worker that fails to boot (ERROR/EXITED while starting, or never ready within
+READY_TIMEOUT_SECONDS) is ended through `claim_boot_failed`, which only a still-starting lease takes.
+
 A lease is *live* (it may own a worker, and sits in the sweep index) while pending, active or
 releasing. Every end goes through a claim (`releasing`) first, except `fail_pending` (acquire gave
 up and removed the worker itself), so two actors can never both release one worker.
@@ -35,6 +40,13 @@ class LeaseStatus(StrEnum):
         return self in LIVE
 
 
+class WorkerState(StrEnum):
+    """Whether an active lease's worker is usable yet (a pending lease's is `starting`)."""
+
+    STARTING = "starting"
+    READY = "ready"
+
+
 LIVE = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING})
 ENDED = frozenset(LeaseStatus) - LIVE
 # What `GET /v1/leases` lists: live leases nobody is releasing yet (and, the store adds, not expired).
@@ -49,6 +61,8 @@ class Guard(Enum):
     OWNER = "the caller is the lease's owner (or the lease has none and the caller names none)"
     TOKEN = "the lease still holds this worker (the provider token the caller saw)"  # noqa: S105  # nosec B105
     CLAIM = "the caller holds the lease's current release claim"
+    STARTING = "the lease's worker is still starting (never reported ready)"
+    CHECK_DUE = "nobody asked the provider about the worker's readiness within the refresh interval"
 
 
 class Write(Enum):
@@ -64,6 +78,9 @@ class Write(Enum):
     LEAVE_INDEX = "live_shard, due_at, claim_id, release_outcome, held_counters removed"
     GIVE_BACK_COUNTERS = "every held cap/quota slot given back, in the same transaction"
     TAKE_COUNTERS = "a slot of each cap/quota taken, in the same transaction"
+    WORKER_STATE = "worker_state: starting, or ready with ready_at when the provider says it runs at once"
+    CHECKED = "ready_checked_epoch: when a caller last asked the provider about readiness"
+    READY = "worker_state ready and ready_at (once: only a starting lease takes it)"
 
 
 @dataclass(frozen=True)
@@ -98,7 +115,9 @@ RECORD = Transition(
     "record", None, _P, writes=(Write.ENTER_INDEX, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS), verb="recorded"
 )
 MOVE_SLOT = Transition("move_slot", frozenset({_P}), _P, writes=(Write.HOLD_COUNTERS,), verb="moved")
-ACTIVATE = Transition("activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER,), verb="activated")
+ACTIVATE = Transition(
+    "activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER, Write.WORKER_STATE), verb="activated"
+)
 FAIL_PENDING = Transition("fail_pending", frozenset({_P}), LeaseStatus.FAILED, writes=(*_END, Write.RECORD_REASON))
 RENEW = Transition(
     "renew",
@@ -135,6 +154,20 @@ CLAIM_FAILED = Transition(
     writes=(Write.TAKE_CLAIM, Write.RECORD_REASON),
     outcome=LeaseStatus.FAILED,
 )
+CHECK_READINESS = Transition(
+    "check_readiness", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.CHECK_DUE), writes=(Write.CHECKED,)
+)
+MARK_READY = Transition(
+    "mark_ready", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.TOKEN), writes=(Write.READY,), verb="ready"
+)
+CLAIM_BOOT_FAILED = Transition(
+    "claim_boot_failed",
+    frozenset({_A}),
+    _R,
+    guards=(Guard.STARTING, Guard.TOKEN),
+    writes=(Write.TAKE_CLAIM, Write.RECORD_REASON),
+    outcome=LeaseStatus.FAILED,
+)
 RECLAIM_TTL_DELETED = Transition(
     "reclaim_ttl_deleted", None, _R, writes=(Write.ENTER_INDEX, Write.TAKE_CLAIM), outcome=LeaseStatus.EXPIRED
 )
@@ -149,6 +182,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     CLAIM_RELEASE,
     CLAIM_DUE,
     CLAIM_FAILED,
+    CHECK_READINESS,
+    MARK_READY,
+    CLAIM_BOOT_FAILED,
     RECLAIM_TTL_DELETED,
     FINISH,
 )

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_serializer, field_validator
 
-from scheduler.lifecycle import LeaseStatus
+from scheduler.lifecycle import LeaseStatus, WorkerState
 
 MAX_TTL_SECONDS = 28_800
 DEFAULT_TTL_SECONDS = 3_600
@@ -112,10 +112,17 @@ class Lease(BaseModel):
     ttl_seconds: int
     cost_per_hour: float | None = None
     failure_reason: str | None = None
+    worker_state: WorkerState = WorkerState.STARTING
+    ready_at: datetime | None = None
 
-    @field_serializer("created_at", "expires_at", "released_at")
+    @field_serializer("created_at", "expires_at", "released_at", "ready_at")
     def _rfc3339(self, value: datetime | None) -> str | None:
         return None if value is None else format_time(value)
+
+    @property
+    def is_starting(self) -> bool:
+        """True while the lease is active and its worker has not been reported ready."""
+        return self.status == LeaseStatus.ACTIVE and self.worker_state == WorkerState.STARTING
 
     def is_expired(self, now: datetime) -> bool:
         """True once the lease has run past `expires_at`."""
@@ -124,6 +131,24 @@ class Lease(BaseModel):
     def wire(self) -> dict[str, object]:
         """The JSON-ready shape `openapi.yaml` describes (schema Lease)."""
         return self.model_dump(mode="json")
+
+
+MAX_WAIT_READY_SECONDS = 25  # API Gateway gives a route 30 s
+
+
+class ReadQuery(BaseModel):
+    """Query of `GET /v1/lease/{lease_id}`: `wait_ready` seconds to wait for a starting worker (0: none)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wait_ready: int = Field(default=0, ge=0, le=MAX_WAIT_READY_SECONDS)
+
+    @field_validator("wait_ready", mode="before")
+    @classmethod
+    def _wait_is_digits(cls, value: object) -> object:
+        if isinstance(value, str) and not (value.isascii() and value.isdigit() and len(value) <= 6):
+            raise ValueError(f"wait_ready must be a whole number of seconds from 0 to {MAX_WAIT_READY_SECONDS}")
+        return value
 
 
 class ListFilter(BaseModel):

@@ -18,6 +18,7 @@ from scheduler.deadline import Deadline
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.liveness import ReadCheck
+    from scheduler.leases.readiness import ReadinessPolicy
     from scheduler.limits import LeaseLimits
     from scheduler.observability.metrics import Metrics
     from scheduler.providers.configured import ConfiguredProviders
@@ -31,7 +32,7 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check")
+_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness")
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -116,6 +117,15 @@ class Runtime:
 
         return ReadCheck(
             self.store, self.providers, interval_seconds=self.settings.worker_read_check_seconds, clock=self.clock
+        )
+
+    @cached_property
+    def readiness(self) -> ReadinessPolicy:
+        """How a starting worker is judged ready (READY_TIMEOUT_SECONDS, READY_PROBE_PATH)."""
+        from scheduler.leases.readiness import ReadinessPolicy
+
+        return ReadinessPolicy(
+            timeout_seconds=self.settings.ready_timeout_seconds, probe_path=self.settings.ready_probe_path
         )
 
 

@@ -29,7 +29,13 @@ def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
 
     report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
 
-    assert report == {"ended": 1, "failed_releases": 0, "stopped_workers_failed": 0}
+    assert report == {
+        "ended": 1,
+        "failed_releases": 0,
+        "stopped_workers_failed": 0,
+        "workers_ready": 0,
+        "boot_failures": 0,
+    }
     assert store.get(lease.lease_id).status == "expired"
     assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseExpired", "SweepLag"]
     (lag,) = metrics.of("SweepLag")

@@ -194,7 +194,7 @@ class _Attempts:
         provider, worker = provisioned.provider, provisioned.worker
         lease_id = self._pending.lease_id
         try:
-            return Acquired(self._store.activate(lease_id, provider.name, worker))
+            return Acquired(self._store.activate(lease_id, provider.name, worker, self._clock()))
         except BaseException as error:
             # Whatever stopped the write — the sweep or reconciler ended the row, the store went away,
             # a value DynamoDB refuses, a bug — the caller will not get this lease.

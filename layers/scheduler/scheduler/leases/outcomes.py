@@ -63,7 +63,11 @@ def lease_or_raise(outcome: AcquireOutcome) -> Lease:
 
 @dataclass(frozen=True)
 class Read:
-    """A lease as read; `ended_now` when the read found its worker stopped and ended it (GhostLease)."""
+    """A lease as read; `ended_now` when the read found its worker stopped and ended it (GhostLease);
+    `became_ready` when this read recorded its worker ready (TimeToReady); `boot_failure` (the BootFailure
+    reason) when this read ended it because its worker failed to boot."""
 
     lease: Lease
     ended_now: bool = False
+    became_ready: bool = False
+    boot_failure: str | None = None

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline
 from scheduler.leases.outcomes import Read
+from scheduler.leases.readiness import ReadinessPolicy, wait_ready
 from scheduler.models import Lease, ListFilter
+from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
 LeaseCheck = Callable[[Lease, Deadline | None], Read]
@@ -17,6 +19,25 @@ def get(lease_id: str, store: LeaseStore, check: LeaseCheck | None = None, deadl
     """Any lease still within its retention period; `check` may find its worker stopped and end it first."""
     lease = store.get(lease_id)
     return check(lease, deadline) if check is not None else Read(lease)
+
+
+def get_when_ready(
+    lease_id: str,
+    wait_seconds: float,
+    store: LeaseStore,
+    providers: ConfiguredProviders,
+    policy: ReadinessPolicy,
+    check: LeaseCheck | None = None,
+    clock: Clock = utc_now,
+    deadline: Deadline | None = None,
+) -> Read:
+    """A lease whose worker is starting is refreshed from its provider (at most every couple of seconds per
+    lease) and waited on for up to `wait_seconds`; any other lease is read as `get` reads it."""
+    lease = store.get(lease_id)
+    if not lease.is_starting:
+        return check(lease, deadline) if check is not None else Read(lease)
+    waited = wait_ready(lease_id, wait_seconds, store, providers, policy, clock, deadline, read=lease)
+    return Read(waited.lease, became_ready=waited.became_ready, boot_failure=waited.boot_failure)
 
 
 def list_live(query: ListFilter, store: LeaseStore, clock: Clock = utc_now) -> tuple[list[Lease], str | None]:

@@ -22,6 +22,7 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    Readiness,
     StoppedWorker,
 )
 
@@ -85,6 +86,14 @@ class InstrumentedProvider(Provider):
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
         with provider_span(self._tracing, "stopped_reason", self.name, {"lease_id": lease_id}):
             return self._inner.stopped_reason(lease_id, token, deadline)
+
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        with provider_span(self._tracing, "readiness", self.name, {"lease_id": lease_id}):
+            return self._inner.readiness(lease_id, token, deadline)
+
+    def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
+        with provider_span(self._tracing, "readiness_of", self.name, {}):
+            return self._inner.readiness_of(workers, deadline)
 
     def _emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
         self._metrics.emit(name, unit, value, provider=self.name, **dimensions)

@@ -65,3 +65,16 @@ def lease_ended(metrics: Metrics, lease: Lease) -> None:
 def count(metrics: Metrics, name: str, **dimensions: str) -> None:
     """One occurrence of `name`."""
     metrics.emit(name, MetricUnit.Count, 1, **dimensions)
+
+
+def worker_ready(metrics: Metrics, lease: Lease) -> None:
+    """TimeToReady (ms from the lease's creation to its worker reported ready), by provider and kind."""
+    if lease.ready_at is not None:
+        waited_ms = max(0.0, (lease.ready_at - lease.created_at).total_seconds() * 1000)
+        metrics.emit("TimeToReady", MetricUnit.Milliseconds, waited_ms, provider=lease.provider, kind=lease.kind.value)
+
+
+def boot_failed(metrics: Metrics, lease: Lease, reason: str) -> None:
+    """BootFailure (provider, kind, reason: worker_error or timeout) and LeaseFailed for a lease ended as one."""
+    count(metrics, "BootFailure", provider=lease.provider, kind=lease.kind.value, reason=reason)
+    lease_ended(metrics, lease)

@@ -25,8 +25,8 @@ its worker's token can still be released (`release(lease_id, None)`) and an orph
 
 Optional capabilities are methods with a default here, and the default says what a provider that
 cannot do it means to its callers (`stopped_workers`: none found, the reconciler's listing finds
-them later). A new capability (readiness, logs) is added the same way, so existing drivers keep
-passing the contract.
+them later; `readiness`: workers are usable once provisioned). A new capability (logs) is added the
+same way, so existing drivers keep passing the contract.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
@@ -58,6 +59,33 @@ class ProvisionedWorker:
     token: str
     endpoint: str | None
     cost_per_hour: float | None = None
+    ready: bool = True  # usable at once; False: it boots (its lease reads `starting` until `readiness` says ready)
+
+
+class ReadinessState(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"  # it will never serve: ERROR/EXITED while booting, or gone
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What the provider says about a worker that was booting: its state and, in words, why (or what it waits for)."""
+
+    state: ReadinessState
+    detail: str = ""
+
+    @classmethod
+    def ready(cls) -> Readiness:
+        return cls(ReadinessState.READY)
+
+    @classmethod
+    def starting(cls, detail: str = "") -> Readiness:
+        return cls(ReadinessState.STARTING, detail)
+
+    @classmethod
+    def failed(cls, detail: str) -> Readiness:
+        return cls(ReadinessState.FAILED, detail)
 
 
 @dataclass(frozen=True)
@@ -158,3 +186,17 @@ class Provider(ABC):
         be asked: the read answers the stored lease and leaves the provider alone for a while.
         """
         return None
+
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        """Whether the booting worker `token` is usable yet (`ready`), still booting, or never will be (`failed`).
+
+        Default: ready (a provider that cannot tell hands out workers usable once provisioned).
+        ProviderRequestFailed (or ProviderUnreachable) if it cannot be asked: the lease stays `starting`
+        and the next read or sweep asks again.
+        """
+        return Readiness.ready()
+
+    def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
+        """`readiness` of several booting workers (token → lease id), for the sweep; a token missing from the
+        answer is left as it is. Default: one `readiness` call each; a provider with a listing overrides it."""
+        return {token: self.readiness(lease_id, token, deadline) for token, lease_id in workers.items()}

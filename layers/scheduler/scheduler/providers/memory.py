@@ -6,7 +6,8 @@ not in the registry): a lease on it would have no worker anyone could use.
 
 Faults are switched on by its attributes, as a test needs them: `full` (no capacity), `refuse`
 (the provider refuses the worker), `unreachable` (no call gets through), `fail_releases` (the next
-N releases fail), `stop(token)` (the worker stops behind the service's back).
+N releases fail), `stop(token)` (the worker stops behind the service's back), `boots` (workers
+start `starting` until `boot(token)` or `fail_boot(token, why)`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    Readiness,
     StoppedWorker,
 )
 
@@ -45,6 +47,10 @@ class MemoryProvider(Provider):
     refuse: bool = False
     unreachable: bool = False
     fail_releases: int = 0
+    boots: bool = False
+    endpoint: str | None = None
+    booting: dict[str, Readiness] = field(default_factory=dict)  # token → what readiness answers
+    readiness_calls: list[str] = field(default_factory=list)  # tokens asked about
     workers: dict[str, ManagedWorker] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # token → why its worker stopped
     provisioned: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (lease id, env)
@@ -66,7 +72,29 @@ class MemoryProvider(Provider):
                 raise ProviderRequestFailed(f"{self.name} refused the worker")
             token = f"w-{uuid.uuid4().hex[:12]}"
             self.workers[token] = ManagedWorker(lease_id=lease.lease_id, token=token, created_at=self.clock())
-        return ProvisionedWorker(token=token, endpoint=None, cost_per_hour=self.cost_per_hour)
+            if self.boots:
+                self.booting[token] = Readiness.starting("booting")
+        return ProvisionedWorker(
+            token=token, endpoint=self.endpoint, cost_per_hour=self.cost_per_hour, ready=not self.boots
+        )
+
+    def boot(self, token: str) -> None:
+        """The booting worker is up."""
+        with self._lock:
+            self.booting[token] = Readiness.ready()
+
+    def fail_boot(self, token: str, reason: str = "the worker ended in ERROR while booting") -> None:
+        """The booting worker will never serve."""
+        with self._lock:
+            self.booting[token] = Readiness.failed(reason)
+
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        with self._lock:
+            self.readiness_calls.append(token)
+            self._reach()
+            if token not in self.workers:
+                return Readiness.failed(GONE)
+            return self.booting.get(token, Readiness.ready())
 
     def add_worker(self, lease_id: str, token: str | None = None, created_at: datetime | None = None) -> str:
         """A managed worker the service did not make through `provision` (an orphan, a crashed acquire's)."""

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from scheduler.lifecycle import Guard, LeaseStatus, Transition, Write
+from scheduler.lifecycle import Guard, LeaseStatus, Transition, WorkerState, Write
 from scheduler.store.items import number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
@@ -26,6 +26,7 @@ class WorkerRecord:
     token: str
     endpoint: str | None = None
     cost_per_hour: float | None = None
+    ready: bool = False  # WORKER_STATE: the provider reports the worker usable at once
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Inputs:
     claim_ttl: int = 0  # TAKE_CLAIM: TTL pushed out while the claim is held
     retain_until: int = 0  # END: the TTL of an ended lease
     outcome: LeaseStatus | None = None  # FINISH: the status the claim recorded
+    checked_before: int = 0  # CHECK_DUE: a readiness check at or before this time is stale
 
 
 @dataclass
@@ -155,6 +157,11 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
         return f"provider_token = {builder.value('token', string_attr(inputs.token))}"
     if guard is Guard.CLAIM:
         return f"claim_id = {builder.value('claim', string_attr(_required(inputs.claim_id, 'claim_id')))}"
+    if guard is Guard.STARTING:
+        return f"worker_state = {builder.value('starting', string_attr(WorkerState.STARTING.value))}"
+    if guard is Guard.CHECK_DUE:
+        before = builder.value("checked_before", number_attr(inputs.checked_before))
+        return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
     raise ValueError(f"no rendering for {guard}")
 
 
@@ -172,6 +179,17 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"endpoint = {builder.value('endpoint', string_attr(worker.endpoint))}")
             if worker.cost_per_hour is not None:
                 sets.append(f"cost_per_hour = {builder.value('cost', number_attr(worker.cost_per_hour))}")
+        elif write is Write.WORKER_STATE:
+            ready = inputs.worker is not None and inputs.worker.ready
+            state = WorkerState.READY if ready else WorkerState.STARTING
+            sets.append(f"worker_state = {builder.value('worker_state', string_attr(state.value))}")
+            if ready:
+                sets.append(f"ready_epoch = {builder.value('now', number_attr(inputs.now))}")
+        elif write is Write.CHECKED:
+            sets.append(f"ready_checked_epoch = {builder.value('now', number_attr(inputs.now))}")
+        elif write is Write.READY:
+            sets.append(f"worker_state = {builder.value('ready', string_attr(WorkerState.READY.value))}")
+            sets.append(f"ready_epoch = {builder.value('now', number_attr(inputs.now))}")
         elif write is Write.EXTEND:
             sets += _extend(builder, inputs)
         elif write is Write.HOLD_COUNTERS:

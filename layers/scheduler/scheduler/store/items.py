@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.lifecycle import LeaseStatus, Seen
+from scheduler.lifecycle import LeaseStatus, Seen, WorkerState
 from scheduler.models import GpuClass, Lease, WorkerKind
 
 Item = dict[str, dict[str, Any]]
@@ -70,12 +70,19 @@ def lease_from_item(item: Item) -> Lease:
 
     released = number("released_epoch")
     cost = number("cost_per_hour")
+    ready = number("ready_epoch")
+    status = LeaseStatus(item["status"]["S"])
+    state = text("worker_state")
+    # An active lease written before readiness existed had its worker from activation on.
+    worker_state = (
+        WorkerState(state) if state else (WorkerState.READY if status != LeaseStatus.PENDING else WorkerState.STARTING)
+    )
     return Lease(
         lease_id=item["lease_id"]["S"],
         provider=item["provider"]["S"],
         kind=WorkerKind(item["kind"]["S"]),
         gpu=GpuClass(item["gpu"]["S"]),
-        status=LeaseStatus(item["status"]["S"]),
+        status=status,
         endpoint=text("endpoint"),
         created_at=from_epoch(item["created_epoch"]["N"]),
         expires_at=from_epoch(item["expires_epoch"]["N"]),
@@ -87,6 +94,8 @@ def lease_from_item(item: Item) -> Lease:
         ttl_seconds=int(item["ttl_seconds"]["N"]),
         cost_per_hour=float(cost) if cost else None,
         failure_reason=text("failure_reason"),
+        worker_state=worker_state,
+        ready_at=from_epoch(ready) if ready else None,
     )
 
 
@@ -104,6 +113,7 @@ def new_item(lease: Lease, shard: str) -> Item:
         "ttl": number_attr(epoch(lease.expires_at)),
         "live_shard": string_attr(shard),
         "due_at": number_attr(epoch(lease.expires_at)),
+        "worker_state": string_attr(WorkerState.STARTING.value),
     }
     for name in ("owner_id", "correlation_id", "region"):
         value = getattr(lease, name)

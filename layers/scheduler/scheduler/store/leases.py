@@ -111,10 +111,12 @@ class LeaseStore(LeaseReads, CounterBook):
             return take
         return now_held
 
-    def activate(self, lease_id: str, provider: str, worker: ProvisionedWorker) -> Lease:
-        """Move a `pending` lease to `active` with its worker; LeaseStateChanged if it is no longer pending."""
-        record = WorkerRecord(provider, worker.token, worker.endpoint, worker.cost_per_hour)
-        rendered = render(lifecycle.ACTIVATE, Inputs(worker=record))
+    def activate(self, lease_id: str, provider: str, worker: ProvisionedWorker, now: datetime | None = None) -> Lease:
+        """Move a `pending` lease to `active` with its worker (`ready` at `now` when the provider says it
+        runs already, else `starting`); LeaseStateChanged if it is no longer pending."""
+        record = WorkerRecord(provider, worker.token, worker.endpoint, worker.cost_per_hour, ready=worker.ready)
+        at = epoch(now) if now is not None else int(datetime.now(UTC).timestamp())
+        rendered = render(lifecycle.ACTIVATE, Inputs(worker=record, now=at))
         try:
             response = self._call("UpdateItem", **self._update(lease_id, rendered.request()))
         except self._errors.ConditionalCheckFailedException as lost:
@@ -194,6 +196,39 @@ class LeaseStore(LeaseReads, CounterBook):
         return ended or claim.lease.model_copy(
             update={"status": claim.outcome, "released_at": datetime.fromtimestamp(epoch(now), UTC)}
         )
+
+    # --- readiness -----------------------------------------------------------------------------
+
+    def claim_readiness_check(self, lease_id: str, now: datetime, interval_seconds: float) -> Lease | None:
+        """Take the right to ask the provider about a starting worker now: only if nobody did within
+        `interval_seconds` (however many callers poll). None: someone did, or the lease is no longer starting."""
+        inputs = Inputs(now=epoch(now), checked_before=epoch(now) - max(1, math.ceil(interval_seconds)))
+        try:
+            response = self._call(
+                "UpdateItem", **self._update(lease_id, render(lifecycle.CHECK_READINESS, inputs).request())
+            )
+        except self._errors.ConditionalCheckFailedException:
+            return None
+        return lease_from_item(response["Attributes"])
+
+    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
+        """Record the worker `token` ready (ready_at = now, written once); None if the lease is no longer
+        starting on that worker (someone recorded it first, or it ended)."""
+        inputs = Inputs(now=epoch(now), token=token)
+        try:
+            response = self._call(
+                "UpdateItem", **self._update(lease_id, render(lifecycle.MARK_READY, inputs).request())
+            )
+        except self._errors.ConditionalCheckFailedException:
+            return None
+        return lease_from_item(response["Attributes"])
+
+    def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
+        """Claim a lease whose worker failed to boot (only while it is still starting on `token`), recording why."""
+        try:
+            return self._claim(lifecycle.CLAIM_BOOT_FAILED, lease_id, now, Inputs(token=token, reason=reason))
+        except self._errors.ConditionalCheckFailedException:
+            return None
 
     # --- renew ---------------------------------------------------------------------------------
 

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from scheduler import lifecycle
 from scheduler.errors import InvalidRequest, LeaseNotFound
 from scheduler.lifecycle import LISTED
 from scheduler.models import Lease, ListFilter, is_lease_id
 from scheduler.store import counters
 from scheduler.store.client import TableClient
-from scheduler.store.conditions import status_in
+from scheduler.store.conditions import Inputs, condition, status_in
 from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
 
 LIVE_INDEX = "live-by-due"
@@ -92,6 +93,16 @@ class LeaseReads(TableClient):
             for item in self._index_items("live_shard = :shard", {":shard": string_attr(str(shard))}, page_size=500):
                 yield lease_from_item(item)
 
+    def starting_leases(self) -> Iterator[Lease]:
+        """Active leases whose worker is still starting (the live index, filtered), for the sweep."""
+        starting = condition(lifecycle.CLAIM_BOOT_FAILED, Inputs())
+        for shard in range(self._shards):
+            request_values = {":shard": string_attr(str(shard)), **starting.values}
+            for item in self._index_items(
+                "live_shard = :shard", request_values, page_size=500, filter_=starting.condition, names=starting.names
+            ):
+                yield lease_from_item(item)
+
     def due_leases(self, now: datetime, limit: int = 500) -> Iterator[Lease]:
         """Live leases whose `due_at` has passed: expired ones and stale release claims."""
         count = 0
@@ -117,7 +128,13 @@ class LeaseReads(TableClient):
         ]
 
     def _index_items(
-        self, key_condition: str, values: dict[str, Any], page_size: int | None = None, projection: str | None = None
+        self,
+        key_condition: str,
+        values: dict[str, Any],
+        page_size: int | None = None,
+        projection: str | None = None,
+        filter_: str | None = None,
+        names: dict[str, str] | None = None,
     ) -> Iterator[Item]:
         request: dict[str, Any] = {
             "TableName": self.table_name,
@@ -125,6 +142,10 @@ class LeaseReads(TableClient):
             "KeyConditionExpression": key_condition,
             "ExpressionAttributeValues": values,
         }
+        if filter_ is not None:
+            request["FilterExpression"] = filter_
+        if names:
+            request["ExpressionAttributeNames"] = names
         if page_size is not None:
             request["Limit"] = page_size
         if projection is not None:

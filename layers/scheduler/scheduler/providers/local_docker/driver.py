@@ -32,6 +32,8 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    Readiness,
+    ReadinessState,
     StoppedWorker,
     WorkerOutcomeUnknown,
     worker_name,
@@ -157,7 +159,8 @@ class LocalDockerProvider(Provider):
                 raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
             except _CONNECTION_ERRORS as error:
                 self._give_up(client, container_id, deadline, error)
-            return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id))
+            ready = self._ready_at_start(client, container_id)
+            return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id), ready=ready)
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
@@ -224,7 +227,29 @@ class LocalDockerProvider(Provider):
                 raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
         return reason_from_state(state)
 
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        """One inspect: ready when running (and healthy, if the image has a HEALTHCHECK); failed if stopped or gone."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        with client.within(deadline):
+            try:
+                state = client.inspect_container(token)["State"]
+            except NotFound:
+                return Readiness.failed("the worker container no longer exists on the Docker host")
+            except (APIError, *_CONNECTION_ERRORS) as error:
+                raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
+        return readiness_from_state(state)
+
     # --- internals -------------------------------------------------------------------------------
+
+    def _ready_at_start(self, client: EngineClient, container_id: str) -> bool:
+        """Right after start: ready unless the image's HEALTHCHECK has not passed yet (or the inspect failed:
+        then the sweep or a read asks again)."""
+        try:
+            state = client.inspect_container(container_id)["State"]
+        except (APIError, KeyError, *_CONNECTION_ERRORS):
+            return False
+        return readiness_from_state(state).state is ReadinessState.READY
 
     def _api(self, deadline: Deadline) -> EngineClient:
         """The engine client, its API version negotiated (one /version per cold start and host)."""
@@ -364,6 +389,25 @@ def reason_from_state(state: Mapping[str, Any]) -> str | None:
     if status == "restarting" or state.get("Restarting"):
         return f"the worker container is stuck restarting (last exit code {code}{_how_it_ended(state)})"
     return None
+
+
+def readiness_from_state(state: Mapping[str, Any]) -> Readiness:
+    """A booting container from its inspect `State`: running (and healthy when it has a healthcheck) is ready."""
+    stopped = reason_from_state(state)
+    if stopped is not None:
+        return Readiness.failed(stopped)
+    status = str(state.get("Status", "")).lower()
+    if status != "running":
+        return Readiness.starting(f"container {status or 'not running yet'}")
+    health = state.get("Health")
+    if not isinstance(health, Mapping):
+        return Readiness.ready()
+    health_status = str(health.get("Status", "")).lower()
+    if health_status == "healthy":
+        return Readiness.ready()
+    log = health.get("Log") or []
+    last = log[-1].get("Output", "").strip()[:200] if log and isinstance(log[-1], Mapping) else ""
+    return Readiness.starting(f"healthcheck {health_status or 'pending'}" + (f": {last}" if last else ""))
 
 
 def _how_it_ended(state: Mapping[str, Any]) -> str:

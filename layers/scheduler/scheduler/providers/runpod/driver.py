@@ -30,6 +30,8 @@ from scheduler.providers.base import (
     ProviderRequestFailed,
     ProviderUnreachable,
     ProvisionedWorker,
+    Readiness,
+    ReadinessState,
     worker_name,
 )
 from scheduler.providers.runpod import NAME, RunPodSettings
@@ -39,6 +41,8 @@ logger = Logger(child=True)
 USER_AGENT = f"{SERVICE_NAME}/0.1 (+https://github.com/openalice; python-requests)"
 _TIMEOUT = (3.05, 15.0)  # connect, read — every call has both
 _GONE_STATUSES = frozenset({"TERMINATED"})
+# A booting pod in one of these will never serve its lease.
+_BOOT_FAILED_STATUSES = frozenset({"ERROR", "EXITED", "TERMINATED"})
 
 
 @dataclass(frozen=True)
@@ -279,12 +283,50 @@ class RunPodProvider(Provider):
             if str(pod.get("name", "")).startswith(WORKER_NAME_PREFIX)
         ]
 
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        """One getPod: ready once the pod is RUNNING with its HTTP port mapped; failed in ERROR/EXITED or gone."""
+        response = self._idempotent("GET", f"/v2/pods/{token}")
+        if response.status == 404:
+            return Readiness.failed(f"the RunPod pod {token} no longer exists")
+        if response.status != 200 or not isinstance(response.body, dict):
+            raise ProviderRequestFailed(f"RunPod would not show pod {token}: HTTP {response.status} {response.detail}")
+        return self.pod_readiness(response.body)
+
+    def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
+        """One listPods for every booting pod (the sweep asks each minute; RunPod allows 60 requests a minute)."""
+        if not workers or not self._configured:
+            return {}
+        response = self._idempotent("GET", "/v2/pods")
+        if response.status != 200 or not isinstance(response.body, dict):
+            raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
+        pods = {str(pod.get("id")): pod for pod in response.body.get("pods", []) if isinstance(pod, dict)}
+        # A pod missing from the listing is not taken as failed here (a listing can lag a create); the
+        # reconciler's ghost check or the ready timeout ends its lease.
+        return {token: self.pod_readiness(pods[token]) for token in workers if token in pods}
+
+    def pod_readiness(self, pod: Mapping[str, Any]) -> Readiness:
+        """What a pod object says: RUNNING with `runtime.ports` mapping the HTTP port is ready."""
+        status = str(pod.get("status", ""))
+        if status in _BOOT_FAILED_STATUSES:
+            return Readiness.failed(f"the RunPod pod {pod.get('id')} is {status} (it failed to boot)")
+        if status != "RUNNING":
+            return Readiness.starting(f"pod {status or 'status unknown'}")
+        runtime = pod.get("runtime")
+        ports = runtime.get("ports") if isinstance(runtime, dict) else None
+        mapped = isinstance(ports, list) and any(
+            isinstance(port, dict) and port.get("private") == self._http_port for port in ports
+        )
+        if not mapped:
+            return Readiness.starting(f"pod RUNNING, port {self._http_port} not mapped yet")
+        return Readiness.ready()
+
     def _worker(self, pod: Mapping[str, Any]) -> ProvisionedWorker:
         cost = pod.get("cost")
         return ProvisionedWorker(
             token=str(pod["id"]),
             endpoint=f"https://{pod['id']}-{self._http_port}.proxy.runpod.net",
             cost_per_hour=float(cost) if isinstance(cost, int | float) else None,
+            ready=self.pod_readiness(pod).state is ReadinessState.READY,
         )
 
     def _confirm_gone(self, pod_id: str) -> None:

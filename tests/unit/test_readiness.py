@@ -1,0 +1,226 @@
+"""Worker readiness: a lease is `starting` until its provider says the worker serves; a worker that never boots
+ends its lease `failed` and is removed, whether someone polls or not."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from scheduler.leases import readiness
+from scheduler.leases.readiness import BOOT_ERROR, BOOT_TIMEOUT, ReadinessPolicy, check_starting_leases, wait_ready
+from scheduler.leases.reads import get_when_ready
+from scheduler.lifecycle import LeaseStatus, WorkerState
+from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.providers.memory import MemoryProvider
+from scheduler.store import LeaseStore
+
+from .builders import NOW, Leases, acquire, memory_provider, registry_of
+
+REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=3600, owner_id="alice")
+POLICY = ReadinessPolicy(timeout_seconds=600)
+
+
+class _Time:
+    """A clock and a sleep that only move when the code under test sleeps."""
+
+    def __init__(self, start: datetime = NOW) -> None:
+        self.now = start
+        self.monotonic_now = 0.0
+        self.slept: list[float] = []
+        self.on_sleep: list[object] = []
+
+    def clock(self) -> datetime:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.monotonic_now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.monotonic_now += seconds
+        self.now += timedelta(seconds=seconds)
+        for action in self.on_sleep:
+            action()  # type: ignore[operator]
+
+
+def _booting(store: LeaseStore, provider: MemoryProvider) -> Lease:
+    return acquire(REQUEST, store, registry_of(provider), clock=lambda: NOW)
+
+
+def test_a_lease_whose_worker_boots_comes_back_active_and_starting(store: LeaseStore) -> None:
+    lease = _booting(store, memory_provider(boots=True))
+    assert (lease.status, lease.worker_state, lease.ready_at) == (LeaseStatus.ACTIVE, WorkerState.STARTING, None)
+
+
+def test_a_worker_usable_at_once_is_ready_at_activation(store: LeaseStore) -> None:
+    lease = _booting(store, memory_provider())
+    assert (lease.worker_state, lease.ready_at) == (WorkerState.READY, NOW)
+
+
+def test_a_pending_lease_reads_starting(leases: Leases) -> None:
+    assert leases.pending().worker_state == WorkerState.STARTING
+
+
+def test_wait_ready_returns_as_soon_as_the_worker_is_up(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    time = _Time()
+    time.on_sleep.append(lambda: provider.boot(str(lease.provider_token)) if time.monotonic_now >= 3 else None)
+
+    waited = wait_ready(
+        lease.lease_id, 20, store, registry_of(provider), POLICY, time.clock, None, time.sleep, time.monotonic
+    )
+
+    assert waited.became_ready and waited.lease.worker_state == WorkerState.READY
+    assert waited.lease.ready_at is not None and 3 <= (waited.lease.ready_at - NOW).total_seconds() <= 4
+    assert time.monotonic_now < 20
+
+
+def test_wait_ready_answers_the_current_state_after_the_wait(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    time = _Time()
+
+    waited = wait_ready(
+        lease.lease_id, 5, store, registry_of(provider), POLICY, time.clock, None, time.sleep, time.monotonic
+    )
+
+    assert waited.lease.worker_state == WorkerState.STARTING and not waited.became_ready
+    assert sum(time.slept) == 5
+
+
+def test_the_provider_is_asked_at_most_once_every_couple_of_seconds_per_lease(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    providers = registry_of(provider)
+    for _ in range(10):  # ten callers polling in the same second
+        readiness.refresh(store.get(lease.lease_id), store, providers, POLICY, lambda: NOW)
+    assert len(provider.readiness_calls) == 1
+    later = NOW + timedelta(seconds=3)
+    readiness.refresh(store.get(lease.lease_id), store, providers, POLICY, lambda: later)
+    assert len(provider.readiness_calls) == 2
+
+
+def test_ready_at_is_written_once(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.boot(str(lease.provider_token))
+    first = readiness.refresh(store.get(lease.lease_id), store, registry_of(provider), POLICY, lambda: NOW)
+    assert store.mark_ready(lease.lease_id, str(lease.provider_token), NOW + timedelta(seconds=30)) is None
+    assert store.get(lease.lease_id).ready_at == first.lease.ready_at == NOW
+
+
+def test_a_ready_lease_is_never_refreshed_again(store: LeaseStore) -> None:
+    provider = memory_provider()
+    lease = _booting(store, provider)
+    read = get_when_ready(lease.lease_id, 25, store, registry_of(provider), POLICY)
+    assert read.lease.worker_state == WorkerState.READY and provider.readiness_calls == []
+
+
+def test_a_worker_that_fails_to_boot_ends_its_lease_failed_on_read_and_is_removed(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.fail_boot(str(lease.provider_token), "the RunPod pod p1 is ERROR (it failed to boot)")
+
+    read = get_when_ready(lease.lease_id, 0, store, registry_of(provider), POLICY, clock=lambda: NOW)
+
+    assert read.lease.status == LeaseStatus.FAILED and read.boot_failure == BOOT_ERROR
+    assert read.lease.failure_reason == "the RunPod pod p1 is ERROR (it failed to boot)"
+    assert provider.workers == {}
+
+
+def test_the_sweep_ends_a_boot_failure_nobody_polls(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.fail_boot(str(lease.provider_token))
+
+    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW)
+
+    assert [(ended.lease_id, why) for ended, why in report.failed] == [(lease.lease_id, BOOT_ERROR)]
+    assert store.get(lease.lease_id).status == LeaseStatus.FAILED and provider.workers == {}
+
+
+def test_the_sweep_records_a_booted_worker_ready(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.boot(str(lease.provider_token))
+
+    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=40))
+
+    assert [ready.lease_id for ready in report.ready] == [lease.lease_id]
+    assert store.get(lease.lease_id).ready_at == NOW + timedelta(seconds=40)
+
+
+def test_a_worker_still_starting_after_the_ready_timeout_is_a_boot_failure(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+
+    early = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=599))
+    late = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=600))
+
+    assert early.failed == [] and [why for _, why in late.failed] == [BOOT_TIMEOUT]
+    ended = store.get(lease.lease_id)
+    assert ended.status == LeaseStatus.FAILED and provider.workers == {}
+    assert ended.failure_reason is not None and "not ready within 600 s (READY_TIMEOUT_SECONDS)" in ended.failure_reason
+
+
+def test_an_unreachable_provider_leaves_the_lease_starting(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.unreachable = True
+
+    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=3600))
+
+    assert report.failed == [] and report.errors and store.get(lease.lease_id).is_starting  # even past the timeout
+
+
+def test_with_a_probe_path_ready_also_needs_the_probe_to_pass(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True, endpoint="http://127.0.0.1:9/")
+    lease = _booting(store, provider)
+    provider.boot(str(lease.provider_token))
+    probed: list[str] = []
+    answers = iter([False, True])
+
+    def probe(url: str, timeout: float) -> bool:
+        probed.append(url)
+        return next(answers)
+
+    policy = ReadinessPolicy(timeout_seconds=600, probe_path="/healthz", probe=probe)
+    first = check_starting_leases(store, registry_of(provider), policy, lambda: NOW)
+    second = check_starting_leases(store, registry_of(provider), policy, lambda: NOW + timedelta(seconds=60))
+
+    assert first.ready == [] and [ready.lease_id for ready in second.ready] == [lease.lease_id]
+    assert probed == ["http://127.0.0.1:9/healthz"] * 2
+
+
+def test_a_released_lease_cannot_be_failed_as_a_boot_failure(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    claim = store.claim_release(lease.lease_id, "alice", NOW)
+    store.finish_release(claim, NOW)
+    assert store.claim_boot_failed(lease.lease_id, NOW, token=str(lease.provider_token), reason="x") is None
+    assert store.get(lease.lease_id).status == LeaseStatus.RELEASED
+
+
+def test_the_http_probe_passes_on_2xx_and_3xx_and_fails_otherwise() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Worker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response({"/ok": 200, "/moved": 302}.get(self.path, 503))
+            self.send_header("Location", "/ok")
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        answers = [readiness.http_probe(base + path, 2.0) for path in ("/ok", "/moved", "/booting")]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == [True, True, False]
+    assert readiness.http_probe(base + "/ok", 0.5) is False  # nothing listens any more
