@@ -43,6 +43,8 @@ SCHEDULE_INTERVALS = {
 # `make run`'s own defaults for template parameters (documented in the README): containers on network
 # `none` (the dev host has no bridge); the worker images are the dev images it imports.
 LOCAL_PARAMETER_DEFAULTS = {"DOCKER_NETWORK": "none"}
+# Library switches for debugging locally, passed on when set (the README names them); never in the template.
+LOCAL_DEBUG_VARIABLES = ("POWERTOOLS_DEBUG",)
 
 
 def local_only_variables() -> dict[str, str]:
@@ -234,6 +236,7 @@ class LocalStack:
             "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
             **local_only_variables(),
+            **{name: os.environ[name] for name in LOCAL_DEBUG_VARIABLES if os.environ.get(name)},
             "INTERNAL_SECRET": secret,
         }
         tables = {table_id: table_names[variable] for table_id, variable in self.template.table_variables.items()}
