@@ -24,6 +24,7 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     StoppedWorker,
 )
+from scheduler.worker_logs import LogLine, LogQuery
 
 
 def failure_reason(error: Exception) -> str:
@@ -85,6 +86,12 @@ class InstrumentedProvider(Provider):
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
         with provider_span(self._tracing, "stopped_reason", self.name, {"lease_id": lease_id}):
             return self._inner.stopped_reason(lease_id, token, deadline)
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        with provider_span(self._tracing, "logs", self.name, {"lease_id": lease_id}):
+            return self._inner.logs(lease_id, token, query, deadline)
 
     def _emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
         self._metrics.emit(name, unit, value, provider=self.name, **dimensions)

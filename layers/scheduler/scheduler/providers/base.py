@@ -39,6 +39,7 @@ from datetime import datetime
 
 from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
+from scheduler.worker_logs import LogLine, LogQuery
 
 MANAGED_LABEL = "openalice.scheduler/managed"
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"
@@ -97,6 +98,10 @@ class WorkerOutcomeUnknown(ProviderUnreachable):
 
 class ProviderRequestFailed(Exception):
     """The provider refused or failed the call; retrying on another provider won't help."""
+
+
+class WorkerGone(Exception):
+    """The provider holds no worker for the lease (removed, or never made), so nothing of it can be read."""
 
 
 @contextmanager
@@ -158,3 +163,15 @@ class Provider(ABC):
         be asked: the read answers the stored lease and leaves the provider alone for a while.
         """
         return None
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        """The worker's output (stdout and stderr, or the provider's log stream), oldest first: the last
+        `query.tail` lines stamped at or after `query.since_ns`. Found by token, else by the lease id.
+
+        WorkerGone: the provider holds no such worker (any more): the caller answers 410 for an ended
+        lease. ProviderRequestFailed (or ProviderUnreachable): it could not be asked (502).
+        Default: a provider that cannot serve logs refuses with ProviderRequestFailed.
+        """
+        raise ProviderRequestFailed(f"{self.name} does not serve worker logs")
