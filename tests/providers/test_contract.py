@@ -29,8 +29,8 @@ from scheduler.providers.base import (
     WorkerGone,
     failed_request,
 )
-from scheduler.worker_logs import LogQuery
 from scheduler.providers.memory import MemoryProvider
+from scheduler.worker_logs import LogQuery
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
 DRIVERS = ("memory", "local-docker", "runpod")
