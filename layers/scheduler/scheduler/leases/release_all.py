@@ -46,10 +46,13 @@ def release_all(
     deadline: Deadline | None = None,
     *,
     next_token: str | None = None,
-    max_releases: int = MAX_RELEASES_PER_CALL,
-    reserve_seconds: float = RESERVE_SECONDS,
+    max_releases: int | None = None,
+    reserve_seconds: float | None = None,
 ) -> OwnerRelease:
-    """Release the owner's live leases from `next_token` on, as many as fit in this call."""
+    """Release the owner's live leases from `next_token` on, as many as fit in this call (at most
+    `max_releases`, default MAX_RELEASES_PER_CALL; none begun with less than `reserve_seconds` left)."""
+    most = MAX_RELEASES_PER_CALL if max_releases is None else max_releases
+    reserve = RESERVE_SECONDS if reserve_seconds is None else reserve_seconds
     time_left = or_never(deadline)
     outcome = OwnerRelease()
     attempts = 0
@@ -57,7 +60,7 @@ def release_all(
     while True:
         page, following = store.list_live(ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token), clock())
         for lease in page:
-            if attempts and (attempts >= max_releases or time_left.remaining() < reserve_seconds):
+            if attempts and (attempts >= most or time_left.remaining() < reserve):
                 # At least one lease per call, so a caller following the tokens always gets somewhere.
                 outcome.next_token = encode_token(page_token)
                 return outcome
