@@ -45,7 +45,7 @@ def parse_rfc3339_ns(text: str) -> int | None:
     """An RFC 3339 date-time (fraction to the nanosecond, any offset) as nanoseconds since the epoch, else None."""
     match = _RFC3339.fullmatch(text.strip())
     if match is None:
-        return None
+        return _iso_ns(text.strip())
     zone = match.group("zone").upper()
     try:
         moment = datetime.fromisoformat(
@@ -55,6 +55,19 @@ def parse_rfc3339_ns(text: str) -> int | None:
         return None
     fraction = (match.group("fraction") or "").ljust(9, "0")
     return int(moment.timestamp()) * NANOS + int(fraction or 0)
+
+
+def _iso_ns(text: str) -> int | None:
+    # What else ISO 8601 writers emit for a date-time with an offset (e.g. Python's isoformat).
+    if "T" not in text.upper():
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * NANOS + moment.microsecond * 1000
 
 
 def format_ns(at_ns: int) -> str:

@@ -38,7 +38,7 @@ def pod_log_request(pod_id: str, query: LogQuery) -> tuple[str, dict[str, str]]:
 
 def format_time_seconds(at_ns: int) -> str:
     """RFC 3339 to the whole second at or before `at_ns` (RunPod's `since` is inclusive)."""
-    return format_time(datetime.fromtimestamp(at_ns // NANOS, UTC))
+    return format_time(datetime.fromtimestamp(max(0, at_ns // NANOS), UTC))
 
 
 def read_pod_logs(response: requests.Response, pod_id: str, query: LogQuery, deadline: Deadline) -> list[LogLine]:
