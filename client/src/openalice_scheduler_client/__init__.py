@@ -13,6 +13,7 @@ from .client import DEFAULT_URL, SchedulerClient, __version__, lease
 from .errors import (
     Conflict,
     Forbidden,
+    Gone,
     InvalidRequest,
     InvalidResponse,
     NoCapacity,
@@ -27,17 +28,21 @@ from .errors import (
 )
 from .leasing import LeaseHandle
 from .models import Lease
+from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __all__ = [
     "DEFAULT_URL",
     "Conflict",
     "Forbidden",
+    "Gone",
     "InvalidRequest",
     "InvalidResponse",
     "Lease",
     "LeaseHandle",
     "NoCapacity",
     "NotFound",
+    "NotReleased",
+    "OwnerRelease",
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",
@@ -46,6 +51,7 @@ __all__ = [
     "ServerError",
     "ServiceUnreachable",
     "Unauthorized",
+    "WorkerLogs",
     "__version__",
     "lease",
 ]
