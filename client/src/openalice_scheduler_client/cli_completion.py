@@ -66,11 +66,10 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         for name in option.names:
             if option.choices:
                 choices[name] = option.choices
-    valued = sorted(
-        {name for command in commands for option in command.options if option.takes_value for name in option.names}
-        | set(valued_globals)
-        if name not in choices
-    )
+    valued_options = {
+        name for command in commands for option in command.options if option.takes_value for name in option.names
+    }
+    valued = sorted((valued_options | set(valued_globals)) - set(choices))
     top_words = [command.name for command in commands] + [name for option in global_options for name in option.names]
     lines = [
         f"# bash completion for {prog}: source <({prog} completion bash)",
