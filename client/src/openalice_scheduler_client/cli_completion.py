@@ -70,7 +70,8 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         name for command in commands for option in command.options if option.takes_value for name in option.names
     }
     valued = sorted((valued_options | set(valued_globals)) - set(choices))
-    top_words = [command.name for command in commands] + [name for option in global_options for name in option.names]
+    command_names = [command.name for command in commands]
+    global_names = [name for option in global_options for name in option.names]
     lines = [
         f"# bash completion for {prog}: source <({prog} completion bash)",
         f"{function}() {{",
@@ -90,16 +91,23 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         lines.append(f"        {'|'.join(valued)}) COMPREPLY=(); return ;;")
     lines += [
         "    esac",
-        "    local words",
+        "    local options arguments",
         '    case "$command" in',
-        f'        "") words="{_shell_words(top_words)}" ;;',
+        f'        "") options="{_shell_words(global_names)}"; arguments="{_shell_words(command_names)}" ;;',
     ]
     for command in commands:
-        words = [name for option in command.options for name in option.names] + command.positional_choices
-        lines.append(f'        {command.name}) words="{_shell_words(words)}" ;;')
+        names = [name for option in command.options for name in option.names]
+        lines.append(
+            f'        {command.name}) options="{_shell_words(names)}"; '
+            f'arguments="{_shell_words(command.positional_choices)}" ;;'
+        )
     lines += [
         "    esac",
-        '    COMPREPLY=($(compgen -W "$words" -- "$cur"))',
+        '    if [[ "$cur" == -* ]]; then',
+        '        COMPREPLY=($(compgen -W "$options" -- "$cur"))',
+        "    else",
+        '        COMPREPLY=($(compgen -W "$arguments" -- "$cur"))',
+        "    fi",
         "}",
         f"complete -F {function} {prog}",
         "",
