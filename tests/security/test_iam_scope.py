@@ -80,8 +80,10 @@ PROVIDER_FUNCTIONS = {
     "TtlStreamFunction",
     "ReconcileWorkersFunction",
     "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped
+    "ReleaseOwnerLeasesFunction",
+    "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "LeaseLogsFunction"}
 # Functions that call only the Docker host, never RunPod (whose API quota GET must not spend).
 DOCKER_ONLY_FUNCTIONS = {"GetLeaseFunction"}
 WRITE_ACTIONS = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
