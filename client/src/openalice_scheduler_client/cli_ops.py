@@ -43,6 +43,15 @@ def _interval(text: str) -> float:
     return value
 
 
+class ExampleFormatter(argparse.HelpFormatter):
+    """Descriptions wrapped as usual; the example epilog kept line for line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def add_operations(parser: argparse.ArgumentParser, commands: Any) -> None:
     """The operations subcommands and `--version`, and an example at the end of every subcommand's help."""
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -73,7 +82,7 @@ def add_operations(parser: argparse.ArgumentParser, commands: Any) -> None:
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     for name, sub in commands.choices.items():
         sub.epilog = example_epilog(name)
-        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        sub.formatter_class = ExampleFormatter
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -57,6 +57,6 @@ def _gone(lease: Lease) -> Exception:
         return WorkerLogsGone(f"the worker of lease {lease.lease_id} no longer exists on {lease.provider}")
     ended = f" at {format_time(lease.released_at)}" if lease.released_at else ""
     return WorkerLogsGone(
-        f"lease {lease.lease_id} is {lease.status.value}{ended}; "
+        f"lease {lease.lease_id} ended ({lease.status.value}){ended}; "
         f"{lease.provider} no longer holds its worker or its logs"
     )
