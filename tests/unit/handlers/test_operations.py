@@ -244,3 +244,22 @@ def test_more_leases_than_one_call_releases_continue_with_next_token(
 def test_a_continuation_the_service_did_not_issue_answers_400(function: Callable[[str], Function]) -> None:
     status, body = function("release_owner_leases").http(release_all_event("anim-service", next_token="bogus!"))
     assert (status, body["error"]["code"]) == (400, "invalid_request")
+
+
+def test_a_call_short_of_time_releases_one_lease_and_continues(
+    function: Callable[[str], Function],
+    leases: Leases,
+    provider: MemoryProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scheduler.leases import release_all
+
+    monkeypatch.setattr(release_all, "RESERVE_SECONDS", 3600.0)  # never enough time left for a second release
+    running(leases, provider)
+    running(leases, provider)
+
+    first = function("release_owner_leases").http(release_all_event("anim-service"))[1]
+    second = function("release_owner_leases").http(release_all_event("anim-service", next_token=first["next_token"]))[1]
+
+    assert (len(first["released"]), first["next_token"] is not None) == (1, True)
+    assert (len(second["released"]), second["next_token"]) == (1, None)
