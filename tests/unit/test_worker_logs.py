@@ -81,3 +81,9 @@ def test_runpod_is_asked_for_tail_or_for_since_to_the_whole_second() -> None:
     since = LogQuery(tail=50, since_ns=T0 + 999)
     assert pod_log_request("pod1", since) == ("/v2/pods/pod1/logs", {"since": "2026-11-30T17:00:00Z"})
     assert format_time_seconds(-5 * SECOND) == "1970-01-01T00:00:00Z"
+
+
+def test_the_byte_bound_counts_the_body_as_lambda_carries_it_json_escaped() -> None:
+    coloured = "\x1b[32mok\x1b[0m"  # each ESC travels as \u001b: six bytes
+    rendered = render([LogLine(T0, coloured) for _ in range(3)], timestamps=False, max_bytes=2 * 25)
+    assert rendered.lines == 2

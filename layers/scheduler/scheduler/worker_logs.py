@@ -6,6 +6,7 @@ follower that resumes from the last line it saw must compare them exactly. Pure 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 
 DEFAULT_TAIL = 200
 MAX_TAIL = 5_000
-# Lambda answers at most 6 MB through API Gateway; a megabyte of text is what a terminal can use.
+# Lambda answers at most 6 MB (JSON-escaped); a megabyte of text is what a terminal can use.
 MAX_LOG_BYTES = 1_048_576
 NANOS = 1_000_000_000
 
@@ -100,7 +101,9 @@ def render(lines: Sequence[LogLine], *, timestamps: bool, max_bytes: int = MAX_L
         prefix = f"{format_ns(line.at_ns)} " if timestamps else ""
         marker = "[system] " if line.source == "system" else ""
         text = f"{prefix}{marker}{line.text}\n"
-        cost = len(text.encode("utf-8", "replace"))
+        # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \uXXXX),
+        # which is never shorter than its UTF-8.
+        cost = len(json.dumps(text)) - 2
         if size + cost > max_bytes:
             break
         kept.append(text)

@@ -48,8 +48,10 @@ def _lines(frames: Iterable[bytes], tail: int) -> list[LogLine]:
         for raw in complete:
             line = _parse(raw)
             if line is not None:
+                if len(kept) == kept.maxlen:
+                    size -= len(kept[0].text)
                 kept.append(line)
-                size += len(raw)
+                size += len(line.text)
                 while size > MAX_LOG_BYTES and len(kept) > 1:
                     size -= len(kept.popleft().text)
     if pending:
