@@ -370,9 +370,12 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
             result.calls += 1
             try:
                 result.released += [self._parse_lease(item, body) for item in body.get("released") or []]
-                result.not_released += [NotReleased.from_wire(item) for item in body.get("not_released") or []]
+                refused = [NotReleased.from_wire(item) for item in body.get("not_released") or []]
             except ValueError as error:
                 raise InvalidResponse(f"malformed bulk release answer: {error}", body=body) from error
+            # A continuation may name a lease again: the latest word on each counts.
+            again = {item.lease_id for item in refused}
+            result.not_released = [item for item in result.not_released if item.lease_id not in again] + refused
             token = body.get("next_token")
             if not isinstance(token, str) or not token:
                 break
