@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from openalice_scheduler_client import SchedulerClient, __version__
@@ -18,7 +21,7 @@ from openalice_scheduler_client.cli_style import paint_status, wants_colour
 from openalice_scheduler_client.models import Lease
 
 from tests.client.fake_scheduler import FakeScheduler
-from tests.client.test_cli import closed_port_url, leasectl, run
+from tests.client.test_cli import cli_env, closed_port_url, leasectl, run
 
 
 def subcommands() -> list[str]:
@@ -175,11 +178,17 @@ def test_release_needs_an_id_or_an_owner_with_all(fake: FakeScheduler, argv: lis
 # --- completion ------------------------------------------------------------------------------------
 
 
-def test_the_bash_completion_script_loads_in_bash() -> None:
-    script = leasectl("completion", "bash")
-    assert script.returncode == 0
+def test_the_bash_completion_script_loads_in_bash(tmp_path: Path) -> None:
+    # `leasectl` on PATH as an installed client puts it, then exactly what a user's .bashrc runs.
+    (tmp_path / "leasectl").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m openalice_scheduler_client.cli "$@"\n')
+    (tmp_path / "leasectl").chmod(0o755)
+    env = cli_env(PATH=f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
     loaded = subprocess.run(
-        ["bash", "-c", "source /dev/stdin; complete -p leasectl"], input=script.stdout, capture_output=True, text=True
+        ["bash", "-c", "source <(leasectl completion bash); complete -p leasectl"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "complete -F _leasectl leasectl"
