@@ -34,7 +34,7 @@ from scheduler.providers.base import (
     worker_name,
 )
 from scheduler.providers.runpod import NAME, RunPodSettings
-from scheduler.providers.runpod.logs import first_byte_timeout, pod_log_request, read_pod_logs
+from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
 from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
@@ -310,8 +310,14 @@ class RunPodProvider(Provider):
                 raise WorkerGone(f"RunPod holds no pod named {worker_name(lease_id)}")
             pod_id = str(pods[0]["id"])
         path, params = pod_log_request(pod_id, query)
-        with self._api.stream(path, params, first_byte_timeout(deadline)) as response:
-            return read_pod_logs(response, pod_id, query, deadline)
+        for attempt in range(self._retry.attempts):
+            with self._api.stream(path, params, first_byte_timeout(deadline)) as response:
+                wait = busy_for(response, attempt, self._retry.backoff)
+                last = attempt + 1 >= self._retry.attempts
+                if wait is None or last or wait > deadline.remaining() - 1.0:
+                    return read_pod_logs(response, pod_id, query, deadline)  # a refusal raises, naming its status
+            self._retry.sleep(wait)  # 429 or 5xx: as every other RunPod call, after Retry-After or a backoff
+        raise ProviderRequestFailed(f"RunPod would not serve the logs of pod {pod_id}")
 
     def _worker(self, pod: Mapping[str, Any]) -> ProvisionedWorker:
         cost = pod.get("cost")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +39,16 @@ def pod_log_request(pod_id: str, query: LogQuery) -> tuple[str, dict[str, str]]:
 def format_time_seconds(at_ns: int) -> str:
     """RFC 3339 to the whole second at or before `at_ns` (RunPod's `since` is inclusive)."""
     return format_time(datetime.fromtimestamp(max(0, at_ns // NANOS), UTC))
+
+
+def busy_for(response: requests.Response, attempt: int, backoff: Callable[[int], float]) -> float | None:
+    """Seconds to wait before asking again (429: its Retry-After; 5xx: `backoff`), else None: read this answer."""
+    if response.status_code != 429 and response.status_code < 500:
+        return None
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return backoff(attempt)
 
 
 def read_pod_logs(response: requests.Response, pod_id: str, query: LogQuery, deadline: Deadline) -> list[LogLine]:
