@@ -72,6 +72,7 @@ class FakeScheduler:
     boot_gets: int | None = None
     boot_failure: str | None = None
     booting: dict[str, int] = field(default_factory=dict)
+    output: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # lease id → (RFC 3339 time, line)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -102,11 +103,14 @@ class FakeScheduler:
                     self.close_connection = True
                     return
                 status, extra_headers, payload = answer
-                data = b"" if payload is None else json.dumps(payload).encode()
+                text = isinstance(payload, bytes)  # a worker's logs
+                data = payload if text else b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
                 for key, value in extra_headers.items():
                     self.send_header(key, value)
-                if data:
+                if text:
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                elif data:
                     self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -191,6 +195,11 @@ class FakeScheduler:
             return self._acquire(request)
         if path == "/v1/leases" and request.method == "GET":
             return self._list(request)
+        if path == "/v1/leases" and request.method == "DELETE":
+            return self._release_all(request)
+        logs = re.fullmatch(r"/v1/lease/([^/]+)/logs", path)
+        if logs and request.method == "GET":
+            return self._logs(unquote(logs.group(1)), request)
         match = re.fullmatch(r"/v1/lease/([^/]+)(/renew)?", path)
         if match:
             lease_id = unquote(match.group(1))
@@ -321,6 +330,43 @@ class FakeScheduler:
             lease["status"] = "released"
             lease["released_at"] = _time(datetime.now(UTC))
             return 204, {}, None
+
+    def write(self, lease_id: str, *lines: str, at: str | None = None) -> None:
+        """What the lease's worker prints (stamped `at`, default now)."""
+        stamp = at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._lock:
+            self.output.setdefault(lease_id, []).extend((stamp, line) for line in lines)
+
+    def _logs(self, lease_id: str, request: Recorded) -> tuple[int, dict[str, str], Any]:
+        with self._lock:
+            lease = self.leases.get(lease_id)
+            if lease is None:
+                return self._error(404, "not_found", f"lease {lease_id} not found")
+            if lease["owner_id"] and request.header("X-Lease-Owner") != lease["owner_id"]:
+                return self._error(403, "forbidden", f"lease {lease_id} belongs to another owner")
+            if lease["status"] != "active":
+                return self._error(410, "gone", f"lease {lease_id} is {lease['status']}; its worker is gone")
+            since = request.query.get("since")
+            lines = [(at, line) for at, line in self.output.get(lease_id, []) if since is None or at >= since]
+        lines = lines[-int(request.query.get("tail", "200")) :]
+        stamped = request.query.get("timestamps") == "true"
+        text = "".join(f"{at} {line}\n" if stamped else f"{line}\n" for at, line in lines)
+        return 200, {"X-Lease-Status": lease["status"]}, text.encode()
+
+    def _release_all(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
+        owner = request.query.get("owner_id")
+        if not owner:
+            return self._error(400, "invalid_request", "owner_id is required")
+        if request.header("X-Lease-Owner") != owner:
+            return self._error(403, "forbidden", "X-Lease-Owner must equal owner_id")
+        with self._lock:
+            mine = [lease for lease in self.leases.values() if self._live(lease) and lease["owner_id"] == owner]
+            batch, more = mine[: self.page_size], len(mine) > self.page_size
+            for lease in batch:
+                lease["status"] = "released"
+                lease["released_at"] = _time(datetime.now(UTC))
+            released = [dict(lease) for lease in batch]
+        return 200, {}, {"released": released, "not_released": [], "next_token": "more" if more else None}
 
     def expire(self, lease_id: str) -> None:
         """End a lease behind the client's back (as the sweep would)."""

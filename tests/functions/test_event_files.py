@@ -132,3 +132,17 @@ def test_ttl_stream_event_releases_the_deleted_lease_worker(
     assert not docker_client.containers.list(all=True, filters={"name": f"lease-{lease['lease_id']}"})
     ended = invoke(functions, "get_lease", load_event("get_lease.json", lease["lease_id"]))
     assert json.loads(ended["body"])["lease"]["status"] == "expired"
+
+
+def test_logs_and_owner_release_through_the_event_files(functions: dict[str, ModuleType], docker_client: Any) -> None:
+    acquired = invoke(functions, "acquire_lease", load_event("acquire_lease.json"))
+    lease = json.loads(acquired["body"])["lease"]
+    docker_client.containers.get(lease["provider_token"]).exec_run(["sh", "-c", "echo ready > /proc/1/fd/1"])
+
+    logs = invoke(functions, "lease_logs", load_event("lease_logs.json", lease["lease_id"]))
+    assert (logs["statusCode"], logs["body"]) == (200, "ready\n")
+
+    released = invoke(functions, "release_owner_leases", load_event("release_owner_leases.json"))
+    assert released["statusCode"] == 200
+    assert lease["lease_id"] in [item["lease_id"] for item in json.loads(released["body"])["released"]]
+    assert not docker_client.containers.list(all=True, filters={"name": f"lease-{lease['lease_id']}"})

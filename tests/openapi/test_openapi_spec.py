@@ -43,6 +43,14 @@ CONTRACT_STATUSES = {
     ("GET", "/v1/lease/{lease_id}"): {200, 401, 403, 404},
     ("POST", "/v1/lease/{lease_id}/renew"): {200, 400, 401, 403, 404, 409},
     ("DELETE", "/v1/lease/{lease_id}"): {204, 401, 403, 404},
+    ("GET", "/v1/lease/{lease_id}/logs"): {200, 400, 401, 403, 404, 410, 502},
+    ("DELETE", "/v1/leases"): {200, 400, 401, 403},
+}
+OWNER_CHECKED = {
+    ("DELETE", "/v1/lease/{lease_id}"),
+    ("POST", "/v1/lease/{lease_id}/renew"),
+    ("GET", "/v1/lease/{lease_id}/logs"),
+    ("DELETE", "/v1/leases"),
 }
 
 
@@ -95,7 +103,9 @@ def _json_schema(spec: dict[str, Any], response: dict[str, Any]) -> dict[str, An
     content = _resolve(spec, response).get("content")
     if not content:
         return None
-    assert set(content) == {"application/json"}, "every body is JSON"
+    if set(content) == {"text/plain"}:  # a worker's logs
+        return None
+    assert set(content) == {"application/json"}, "every body is JSON but a worker's logs"
     schema = content["application/json"]["schema"]
     assert isinstance(schema, dict)
     return schema
@@ -204,7 +214,7 @@ def test_owner_checked_routes_take_x_lease_owner_and_may_answer_forbidden(spec: 
     for method, path, operation in _operations(spec):
         parameters = _resolve(spec, spec["paths"][path].get("parameters", []) + operation.get("parameters", []))
         headers = {parameter["name"] for parameter in parameters if parameter["in"] == "header"}
-        owner_checked = (method, path) in {("DELETE", "/v1/lease/{lease_id}"), ("POST", "/v1/lease/{lease_id}/renew")}
+        owner_checked = (method, path) in OWNER_CHECKED
         assert ("X-Lease-Owner" in headers) == owner_checked, f"{method} {path}"
         assert ("Idempotency-Key" in headers) == ((method, path) == ("POST", "/v1/lease")), f"{method} {path}"
         assert all(not parameter.get("required", False) for parameter in parameters if parameter["in"] == "header")
@@ -341,3 +351,30 @@ def test_list_query_parameters_match_the_filter_model(spec: dict[str, Any]) -> N
     assert parameters["provider"]["schema"]["maxLength"] == 64
     assert parameters["next_token"]["schema"]["maxLength"] == 4096
     assert parameters["kind"]["schema"]["enum"] == [kind.value for kind in WorkerKind]
+
+
+def test_logs_query_parameters_match_the_logs_query_model(spec: dict[str, Any]) -> None:
+    from scheduler.api.queries import LogsQuery
+    from scheduler.worker_logs import DEFAULT_TAIL, MAX_TAIL
+
+    operation = spec["paths"]["/v1/lease/{lease_id}/logs"]["get"]
+    resolved = [_resolve(spec, parameter) for parameter in operation["parameters"]]
+    parameters = {parameter["name"]: parameter for parameter in resolved}
+    assert {name for name, parameter in parameters.items() if parameter["in"] == "query"} == set(LogsQuery.model_fields)
+    tail = parameters["tail"]["schema"]
+    assert (tail["minimum"], tail["maximum"], tail["default"]) == (1, MAX_TAIL, DEFAULT_TAIL)
+    assert set(operation["responses"]["200"]["content"]) == {"text/plain"}
+
+
+def test_owner_release_query_parameters_match_the_model(spec: dict[str, Any]) -> None:
+    from scheduler.api.queries import OwnerReleaseQuery
+
+    operation = spec["paths"]["/v1/leases"]["delete"]
+    resolved = [_resolve(spec, parameter) for parameter in operation["parameters"]]
+    parameters = {parameter["name"]: parameter for parameter in resolved}
+    queries = {name: parameter for name, parameter in parameters.items() if parameter["in"] == "query"}
+    assert set(queries) == set(OwnerReleaseQuery.model_fields)
+    assert queries["owner_id"]["required"] is True
+    from scheduler.api.queries import OWNER_ID_PATTERN
+
+    assert queries["owner_id"]["schema"]["pattern"] == OWNER_ID_PATTERN

@@ -26,9 +26,11 @@ from scheduler.providers.base import (
     ProviderCapacityError,
     ProviderRequestFailed,
     ProviderUnreachable,
+    WorkerGone,
     failed_request,
 )
 from scheduler.providers.memory import MemoryProvider
+from scheduler.worker_logs import LogQuery
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
 DRIVERS = ("memory", "local-docker", "runpod")
@@ -43,6 +45,8 @@ class DriverUnderTest:
     refusing: Provider  # asked for a worker it must refuse (a missing image or template)
     gpu: GpuClass = GpuClass.NONE
     made: list[Lease] = field(default_factory=list)
+    # Makes the worker `token` print `lines` (stdout), as a real worker would.
+    write: Callable[[str, list[str]], None] = lambda token, lines: None
 
     def lease(self) -> Lease:
         now = datetime.now(UTC).replace(microsecond=0)
@@ -88,7 +92,10 @@ def runpod_server() -> Iterator[FakeRunPod]:
 
 
 def _memory(**_: Any) -> DriverUnderTest:
-    return DriverUnderTest(MemoryProvider(), MemoryProvider(unreachable=True), MemoryProvider(refuse=True))
+    provider = MemoryProvider()
+    return DriverUnderTest(
+        provider, MemoryProvider(unreachable=True), MemoryProvider(refuse=True), write=provider.write_lines
+    )
 
 
 def _local_docker(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
@@ -109,10 +116,18 @@ def _local_docker(request: pytest.FixtureRequest, closed_port: int) -> DriverUnd
         )
         return from_settings(settings)
 
+    docker_client = request.getfixturevalue("docker_client")
+
+    def write(token: str, lines: list[str]) -> None:
+        # What the container's main process prints: its stdout is the engine's log of it.
+        script = "".join(f"echo '{line}' > /proc/1/fd/1; " for line in lines)
+        assert docker_client.containers.get(token).exec_run(["sh", "-c", script]).exit_code == 0
+
     return DriverUnderTest(
         driver(env["DOCKER_HOST"]),
         driver(f"tcp://127.0.0.1:{closed_port}"),
         driver(env["DOCKER_HOST"], image="openalice/never-imported:1"),
+        write=write,
     )
 
 
@@ -136,6 +151,7 @@ def _runpod(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest
         driver(f"http://127.0.0.1:{closed_port}"),
         driver(fake.url, template="tpl-missing"),
         gpu=GpuClass.HIGH,
+        write=lambda token, lines: fake.append_pod_log(token, *lines, source="container") and None,
     )
 
 
@@ -254,3 +270,63 @@ def test_a_removed_worker_will_never_be_ready(driver: DriverUnderTest) -> None:
 def test_an_unreachable_provider_cannot_say_whether_a_worker_is_ready(driver: DriverUnderTest) -> None:
     with pytest.raises(ProviderRequestFailed), failed_request():
         driver.unreachable.readiness(driver.lease().lease_id, "some-token")
+
+
+# --- logs -----------------------------------------------------------------------------------------
+
+
+def _texts(driver: DriverUnderTest, lease: Lease, token: str | None, query: LogQuery) -> list[str]:
+    return [line.text for line in driver.provider.logs(lease.lease_id, token, query) if line.source != "system"]
+
+
+def test_a_workers_logs_are_what_it_printed_oldest_first(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.write(worker.token, ["rendering frame 1", "rendering frame 2", "done"])
+    assert _texts(driver, lease, worker.token, LogQuery(tail=100))[-3:] == [
+        "rendering frame 1",
+        "rendering frame 2",
+        "done",
+    ]
+
+
+def test_logs_are_found_by_the_lease_id_alone(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.write(worker.token, ["hello"])
+    assert _texts(driver, lease, None, LogQuery(tail=10))[-1:] == ["hello"]
+
+
+def test_logs_give_the_last_tail_lines(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.write(worker.token, [f"line {number}" for number in range(1, 8)])
+    lines = driver.provider.logs(lease.lease_id, worker.token, LogQuery(tail=3))
+    assert [line.text for line in lines] == ["line 5", "line 6", "line 7"]
+
+
+def test_logs_since_a_time_leave_out_older_lines(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.write(worker.token, ["first", "second"])
+    stamps = driver.provider.logs(lease.lease_id, worker.token, LogQuery(tail=100))
+    since = stamps[-1].at_ns
+    driver.write(worker.token, ["third"])
+    lines = driver.provider.logs(lease.lease_id, worker.token, LogQuery(tail=100, since_ns=since))
+    assert all(line.at_ns >= since for line in lines)
+    assert [line.text for line in lines][-2:] == ["second", "third"]
+
+
+def test_the_logs_of_a_released_worker_are_gone(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    driver.provider.release(lease.lease_id, worker.token)
+    with pytest.raises(WorkerGone):
+        driver.provider.logs(lease.lease_id, worker.token, LogQuery())
+    with pytest.raises(WorkerGone):
+        driver.provider.logs(lease.lease_id, None, LogQuery())
+
+
+def test_an_unreachable_provider_cannot_serve_logs(driver: DriverUnderTest) -> None:
+    with pytest.raises((ProviderRequestFailed, ProviderUnreachable)):
+        driver.unreachable.logs(driver.lease().lease_id, None, LogQuery())

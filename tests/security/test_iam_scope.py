@@ -80,8 +80,10 @@ PROVIDER_FUNCTIONS = {
     "TtlStreamFunction",
     "ReconcileWorkersFunction",
     "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped; asks a starting worker's readiness
+    "ReleaseOwnerLeasesFunction",
+    "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "LeaseLogsFunction"}
 # Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
 # worker, and either provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
 READ_PATH_FUNCTIONS = {"GetLeaseFunction"}

@@ -14,6 +14,7 @@ from .errors import (
     BootFailed,
     Conflict,
     Forbidden,
+    Gone,
     InvalidRequest,
     InvalidResponse,
     NoCapacity,
@@ -30,18 +31,22 @@ from .errors import (
 )
 from .leasing import LeaseHandle
 from .models import Lease
+from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __all__ = [
     "DEFAULT_URL",
     "BootFailed",
     "Conflict",
     "Forbidden",
+    "Gone",
     "InvalidRequest",
     "InvalidResponse",
     "Lease",
     "LeaseHandle",
     "NoCapacity",
     "NotFound",
+    "NotReleased",
+    "OwnerRelease",
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",
@@ -51,6 +56,7 @@ __all__ = [
     "ServerError",
     "ServiceUnreachable",
     "Unauthorized",
+    "WorkerLogs",
     "WorkerNotReady",
     "__version__",
     "lease",

@@ -26,9 +26,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from .cli_ops import OPERATIONS, add_operations, check_arguments, release_owner
+from .cli_style import Paint, no_paint, painter
 from .client import DEFAULT_URL, SECRET_ENV, URL_ENV, SchedulerClient
 from .errors import ReadyTimeout, SchedulerError, ServiceUnreachable, Unauthorized, WorkerNotReady
 from .models import GPU_CLASSES, KINDS, Lease
+
+LISTED_STATUSES = ("pending", "active")  # what GET /v1/leases lists
 
 EXIT_OK = 0
 EXIT_API_ERROR = 1
@@ -138,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--owner", metavar="O", help="only leases of this owner")
     listing.add_argument("--kind", choices=KINDS, help="only leases of this kind")
+    listing.add_argument("--provider", metavar="P", help="only leases on this provider (local-docker, runpod)")
+    listing.add_argument("--status", choices=LISTED_STATUSES, help="only leases in this status")
 
     get = commands.add_parser(
         "get", help="show one lease", description="Show one lease, ended ones too (GET /v1/lease/ID)."
@@ -154,8 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     release = commands.add_parser(
         "release", help="release a lease", description="Release a lease and remove its worker (DELETE /v1/lease/ID)."
     )
-    release.add_argument("lease_id", metavar="ID")
+    release.add_argument("lease_id", metavar="ID", nargs="?")
     release.add_argument("--owner", metavar="O", help="the lease's owner id (X-Lease-Owner)")
+    release.add_argument(
+        "--all", action="store_true", help="release every live lease of --owner (DELETE /v1/leases?owner_id=O)"
+    )
 
     watch = commands.add_parser(
         "watch",
@@ -164,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--interval", type=_positive_float, default=1.0, metavar="SECONDS", help="refresh period")
     watch.add_argument("--once", action="store_true", help="draw one frame and exit (no screen control codes)")
+    add_operations(parser, commands)
     return parser
 
 
@@ -199,24 +209,27 @@ def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
     )
 
 
-def format_table(leases: Sequence[Lease], now: datetime | None = None) -> list[str]:
-    """The leases as aligned text lines under a header (REMAINING is right-aligned)."""
+def format_table(leases: Sequence[Lease], now: datetime | None = None, paint: Paint = no_paint) -> list[str]:
+    """The leases as aligned text lines under a header (REMAINING is right-aligned; `paint` colours STATUS)."""
     moment = now or datetime.now(UTC)
     rows = [TABLE_COLUMNS, *(lease_row(lease, moment) for lease in leases)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
     remaining_column = TABLE_COLUMNS.index("REMAINING")
+    status_column = TABLE_COLUMNS.index("STATUS")
     lines = []
-    for row in rows:
+    for number, row in enumerate(rows):
         cells = [
             cell.rjust(widths[index]) if index == remaining_column else cell.ljust(widths[index])
             for index, cell in enumerate(row)
         ]
+        if number:  # not the header
+            cells[status_column] = paint(row[status_column], cells[status_column])
         lines.append("  ".join(cells).rstrip())
     return lines
 
 
-def format_lease(lease: Lease, now: datetime | None = None) -> list[str]:
-    """Every field of a lease as aligned `name: value` lines."""
+def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_paint) -> list[str]:
+    """Every field of a lease as aligned `name: value` lines (`paint` colours the status)."""
     moment = now or datetime.now(UTC)
 
     def when(value: datetime | None) -> str:
@@ -227,7 +240,7 @@ def format_lease(lease: Lease, now: datetime | None = None) -> list[str]:
         expires += f" (in {format_remaining(lease.remaining(moment))})"
     fields = [
         ("lease_id", lease.lease_id),
-        ("status", lease.status),
+        ("status", paint(lease.status, lease.status)),
         ("worker_state", lease.worker_state),
         ("kind", lease.kind),
         ("gpu", lease.gpu),
@@ -400,7 +413,10 @@ class _Context:
         if self.json:
             _print_json(body, self.stdout)
         else:
-            self.stdout.write("\n".join(format_lease(lease)) + "\n")
+            self.stdout.write("\n".join(format_lease(lease, paint=painter(self.stdout))) + "\n")
+
+    def print_json(self, document: Any) -> None:
+        _print_json(document, self.stdout)
 
 
 def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
@@ -431,11 +447,13 @@ def _cmd_wait(ctx: _Context, client: SchedulerClient) -> int:
 
 
 def _cmd_list(ctx: _Context, client: SchedulerClient) -> int:
-    leases = client.list(owner_id=ctx.args.owner, kind=ctx.args.kind)
+    leases = client.list(owner_id=ctx.args.owner, kind=ctx.args.kind, provider=ctx.args.provider)
+    if ctx.args.status:  # the API filters by owner, kind and provider; the status is chosen here
+        leases = [lease for lease in leases if lease.status == ctx.args.status]
     if ctx.json:
         _print_json(_list_body(leases), ctx.stdout)
     elif leases:
-        ctx.stdout.write("\n".join(format_table(leases)) + "\n")
+        ctx.stdout.write("\n".join(format_table(leases, paint=painter(ctx.stdout))) + "\n")
     else:
         ctx.stdout.write("No live leases.\n")
     return EXIT_OK
@@ -454,6 +472,8 @@ def _cmd_renew(ctx: _Context, client: SchedulerClient) -> int:
 
 
 def _cmd_release(ctx: _Context, client: SchedulerClient) -> int:
+    if ctx.args.all:
+        return release_owner(ctx, client)
     client.release(ctx.args.lease_id, owner_id=ctx.args.owner)
     if ctx.json:
         _print_json({}, ctx.stdout)
@@ -462,14 +482,16 @@ def _cmd_release(ctx: _Context, client: SchedulerClient) -> int:
     return EXIT_OK
 
 
-def watch_frame(url: str, leases: Sequence[Lease] | None, error: str | None, interval: float) -> list[str]:
+def watch_frame(
+    url: str, leases: Sequence[Lease] | None, error: str | None, interval: float, paint: Paint = no_paint
+) -> list[str]:
     """The lines of one `watch` frame: a title, the table (or a note), and the last error if any."""
     now = datetime.now(UTC)
     count = "?" if leases is None else str(len(leases))
     title = f"{PROG} watch  {url}  {count} live  {now:%H:%M:%S} UTC  (every {interval:g}s, Ctrl-C to quit)"
     lines = [title, ""]
     if leases:
-        lines += format_table(leases, now)
+        lines += format_table(leases, now, paint)
     elif leases is not None:
         lines.append("No live leases.")
     if error:
@@ -507,7 +529,7 @@ def _cmd_watch(ctx: _Context, client: SchedulerClient) -> int:
                 else:
                     ctx.stderr.write(f"{PROG}: {error}\n")
             else:
-                frame = watch_frame(client.url, leases, error, interval)
+                frame = watch_frame(client.url, leases, error, interval, painter(out) if ansi else no_paint)
                 if ansi:
                     out.write(HOME + "".join(line + CLEAR_EOL + "\n" for line in frame) + CLEAR_BELOW)
                 else:
@@ -530,6 +552,7 @@ COMMANDS: dict[str, Callable[[_Context, SchedulerClient], int]] = {
     "release": _cmd_release,
     "watch": _cmd_watch,
     "wait": _cmd_wait,
+    **OPERATIONS,
 }
 
 
@@ -573,6 +596,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     err = stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors exit 2 here
+    check_arguments(parser, args)
     if getattr(args, "lease_id", None) == "":
         parser.error("ID must not be empty")
     ctx = _Context(args, out, err)

@@ -45,6 +45,7 @@ from .errors import (
 )
 from .leasing import LeaseHandle, hold
 from .models import Lease
+from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __version__ = "0.1.0"
 
@@ -367,6 +368,59 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
             )
             return
         raise error
+
+    def logs(
+        self,
+        lease_id: str,
+        *,
+        tail: int | None = None,
+        since: str | None = None,
+        timestamps: bool = False,
+        owner_id: str | None = None,
+    ) -> WorkerLogs:
+        """`GET /v1/lease/{id}/logs`: the worker's last `tail` lines (service default 200, at most 5000)
+        written at or after `since` (RFC 3339), each prefixed with its time when `timestamps`.
+
+        Raises NotFound (unknown lease), Forbidden (another owner's), Gone (its worker was removed, as
+        every ended lease's is), Conflict (pending, no worker yet), ProviderError.
+        """
+        params = {"tail": tail, "since": since, "timestamps": "true" if timestamps else None}
+        headers = {**_owner(owner_id), "Accept": "text/plain"}
+        outcome = self._send(
+            "GET",
+            self._lease_path(lease_id) + "/logs",
+            params={key: str(value) for key, value in params.items() if value is not None},
+            headers=headers,
+        )
+        response = outcome.response
+        response.encoding = response.encoding or "utf-8"
+        return WorkerLogs(
+            text=response.text,
+            lease_status=response.headers.get("X-Lease-Status"),
+            truncated=response.headers.get("X-Logs-Truncated") == "true",
+        )
+
+    def release_all(self, owner_id: str, *, max_calls: int = 1000) -> OwnerRelease:
+        """`DELETE /v1/leases?owner_id=`: release every live lease of `owner_id` (sent as `X-Lease-Owner`
+        too), following `next_token` until the service says it is done (at most `max_calls` calls)."""
+        result = OwnerRelease(owner_id)
+        token: str | None = None
+        while result.calls < max_calls:
+            params = {"owner_id": owner_id, **({"next_token": token} if token else {})}
+            body = self._expect(self._send("DELETE", "/v1/leases", params=params, headers=_owner(owner_id)), dict)
+            result.calls += 1
+            try:
+                result.released += [self._parse_lease(item, body) for item in body.get("released") or []]
+                refused = [NotReleased.from_wire(item) for item in body.get("not_released") or []]
+            except ValueError as error:
+                raise InvalidResponse(f"malformed bulk release answer: {error}", body=body) from error
+            # A continuation may name a lease again: the latest word on each counts.
+            again = {item.lease_id for item in refused}
+            result.not_released = [item for item in result.not_released if item.lease_id not in again] + refused
+            token = body.get("next_token")
+            if not isinstance(token, str) or not token:
+                break
+        return result
 
     def lease(
         self,

@@ -77,6 +77,12 @@ class Conflict(SchedulerError):
     default_code = "conflict"
 
 
+class Gone(SchedulerError):
+    """410 `gone`: the lease's worker no longer exists (its logs went with it)."""
+
+    default_code = "gone"
+
+
 class QuotaExceeded(SchedulerError):
     """429 `quota_exceeded`: the owner already holds its quota of leases (not retried)."""
 
@@ -148,6 +154,7 @@ ERRORS_BY_CODE: dict[str, type[SchedulerError]] = {
     "forbidden": Forbidden,
     "not_found": NotFound,
     "conflict": Conflict,
+    "gone": Gone,
     "quota_exceeded": QuotaExceeded,
     "rate_limited": RateLimited,
     "provider_error": ProviderError,
@@ -162,6 +169,7 @@ _BY_STATUS: dict[int, tuple[type[SchedulerError], str]] = {
     403: (Forbidden, "forbidden"),
     404: (NotFound, "not_found"),
     409: (Conflict, "conflict"),
+    410: (Gone, "gone"),
     413: (InvalidRequest, "invalid_request"),
     429: (RateLimited, "rate_limited"),
 }

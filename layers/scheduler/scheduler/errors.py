@@ -24,6 +24,10 @@ class NotLeaseOwner(SchedulerError):
     """The lease has an owner and the caller is not it."""
 
 
+class WorkerLogsGone(SchedulerError):
+    """The lease's worker no longer exists on its provider, and its logs went with it."""
+
+
 class LeaseConflict(SchedulerError):
     """The lease is in a state that forbids this change (e.g. renew while releasing)."""
 

@@ -223,3 +223,36 @@ def test_a_lone_surrogate_anywhere_in_the_request_is_invalid_request(
     event[where] = {**event[where], "provider" if where == "queryStringParameters" else "x": "\ud800"}
     response = invoke(handlers("list_leases"), "list_leases.json", **event)
     assert (response["statusCode"], json.loads(response["body"])["error"]["code"]) == (400, "invalid_request")
+
+
+@FUZZ
+@given(
+    lease_id=st.one_of(nasty_text, st.uuids().map(str)),
+    query=st.dictionaries(st.sampled_from(["tail", "since", "timestamps", "other"]), nasty_text, max_size=3),
+    sent=headers(),
+)
+def test_logs_never_answer_5xx(
+    handlers: Callable[[str], Any], lease_id: str, query: dict[str, str], sent: dict[str, str]
+) -> None:
+    response = invoke(
+        handlers("lease_logs"),
+        "lease_logs.json",
+        pathParameters={"lease_id": lease_id},
+        queryStringParameters=query,
+        headers=sent,
+    )
+    assert_documented(response, {200, 400, 403, 404, 409, 410})
+
+
+@FUZZ
+@given(
+    query=st.dictionaries(st.sampled_from(["owner_id", "next_token", "other"]), st.one_of(nasty_text, crafted_token())),
+    sent=headers(),
+)
+def test_releasing_an_owners_leases_never_answers_5xx(
+    handlers: Callable[[str], Any], query: dict[str, str], sent: dict[str, str]
+) -> None:
+    response = invoke(
+        handlers("release_owner_leases"), "release_owner_leases.json", queryStringParameters=query, headers=sent
+    )
+    assert_documented(response, {200, 400, 403})

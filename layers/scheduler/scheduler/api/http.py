@@ -23,6 +23,7 @@ from scheduler.errors import (
     QuotaExceeded,
     SchedulerError,
     StoreUnavailable,
+    WorkerLogsGone,
 )
 from scheduler.models import is_lease_id
 
@@ -40,6 +41,7 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     NotLeaseOwner: (403, "forbidden"),
     LeaseNotFound: (404, "not_found"),
     LeaseConflict: (409, "conflict"),
+    WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),
     ProviderFailed: (502, "provider_error"),
     NoCapacity: (503, "no_capacity"),
@@ -152,11 +154,23 @@ def json_response(status: int, body: object | None = None) -> Response:
     return response
 
 
+def error_status(error: SchedulerError) -> tuple[int, str]:
+    """The HTTP status and error code of a domain error (500 `internal_error` for one the table lacks)."""
+    return next((mapped for kind, mapped in ERROR_STATUS.items() if isinstance(error, kind)), (500, "internal_error"))
+
+
+def text_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
+    """An API Gateway response with a plain-text (UTF-8) body."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "text/plain; charset=utf-8", **(headers or {})},
+        "body": text,
+    }
+
+
 def error_response(error: SchedulerError) -> Response:
     """The contract's error body for a domain error."""
-    status, code = next(
-        (mapped for kind, mapped in ERROR_STATUS.items() if isinstance(error, kind)), (500, "internal_error")
-    )
+    status, code = error_status(error)
     payload: dict[str, object] = {"code": code, "message": error.message}
     if error.details:
         payload["details"] = error.details

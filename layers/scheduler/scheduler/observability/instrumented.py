@@ -25,6 +25,7 @@ from scheduler.providers.base import (
     Readiness,
     StoppedWorker,
 )
+from scheduler.worker_logs import LogLine, LogQuery
 
 
 def failure_reason(error: Exception) -> str:
@@ -94,6 +95,12 @@ class InstrumentedProvider(Provider):
     def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
         with provider_span(self._tracing, "readiness_of", self.name, {}):
             return self._inner.readiness_of(workers, deadline)
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        with provider_span(self._tracing, "logs", self.name, {"lease_id": lease_id}):
+            return self._inner.logs(lease_id, token, query, deadline)
 
     def _emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
         self._metrics.emit(name, unit, value, provider=self.name, **dimensions)

@@ -40,6 +40,7 @@ from enum import StrEnum
 
 from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
+from scheduler.worker_logs import LogLine, LogQuery
 
 MANAGED_LABEL = "openalice.scheduler/managed"
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"
@@ -127,6 +128,10 @@ class ProviderRequestFailed(Exception):
     """The provider refused or failed the call; retrying on another provider won't help."""
 
 
+class WorkerGone(Exception):
+    """The provider holds no worker for the lease (removed, or never made), so nothing of it can be read."""
+
+
 @contextmanager
 def failed_request() -> Iterator[None]:
     """Around any call but `provision`: an unreachable provider is a failed request (retried later), not capacity."""
@@ -200,3 +205,15 @@ class Provider(ABC):
         """`readiness` of several booting workers (token → lease id), for the sweep; a token missing from the
         answer is left as it is. Default: one `readiness` call each; a provider with a listing overrides it."""
         return {token: self.readiness(lease_id, token, deadline) for token, lease_id in workers.items()}
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        """The worker's output (stdout and stderr, or the provider's log stream), oldest first: the last
+        `query.tail` lines stamped at or after `query.since_ns`. Found by token, else by the lease id.
+
+        WorkerGone: the provider holds no such worker (any more): the caller answers 410 for an ended
+        lease. ProviderRequestFailed (or ProviderUnreachable): it could not be asked (502).
+        Default: a provider that cannot serve logs refuses with ProviderRequestFailed.
+        """
+        raise ProviderRequestFailed(f"{self.name} does not serve worker logs")

@@ -7,7 +7,8 @@ not in the registry): a lease on it would have no worker anyone could use.
 Faults are switched on by its attributes, as a test needs them: `full` (no capacity), `refuse`
 (the provider refuses the worker), `unreachable` (no call gets through), `fail_releases` (the next
 N releases fail), `stop(token)` (the worker stops behind the service's back), `boots` (workers
-start `starting` until `boot(token)` or `fail_boot(token, why)`).
+start `starting` until `boot(token)` or `fail_boot(token, why)`). `write(token, ...)` is what a worker
+prints (its logs).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     Readiness,
     StoppedWorker,
+    WorkerGone,
 )
+from scheduler.worker_logs import LogLine, LogQuery, select
 
 GONE = "the worker no longer exists"
 
@@ -56,6 +59,7 @@ class MemoryProvider(Provider):
     provisioned: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (lease id, env)
     release_calls: list[str] = field(default_factory=list)  # lease ids
     deadlines: list[Deadline | None] = field(default_factory=list)
+    output: dict[str, list[LogLine]] = field(default_factory=dict)  # token → what its worker printed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def available(self, request: LeaseRequest) -> bool:
@@ -141,6 +145,31 @@ class MemoryProvider(Provider):
         with self._lock:
             self._reach()
             return GONE if token not in self.workers else self.stopped.get(token)
+
+    def write(self, token: str, *lines: str) -> None:
+        """What the worker `token` prints, stamped now."""
+        self.write_lines(token, list(lines))
+
+    def write_lines(self, token: str, lines: list[str]) -> None:
+        """What the worker `token` prints, stamped now (each line a nanosecond after the one before)."""
+        with self._lock:
+            output = self.output.setdefault(token, [])
+            at_ns = int(self.clock().timestamp() * 1_000_000_000)
+            if output:
+                at_ns = max(at_ns, output[-1].at_ns + 1)
+            output.extend(LogLine(at_ns + offset, line) for offset, line in enumerate(lines))
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        with self._lock:
+            self._reach()
+            found = token if token in self.workers else None
+            if token is None:
+                found = next((key for key, worker in self.workers.items() if worker.lease_id == lease_id), None)
+            if found is None:
+                raise WorkerGone(f"no worker of lease {lease_id} on {self.name}")
+            return select(self.output.get(found, []), query)
 
     def _reach(self) -> None:
         # Raised by every call alike: what it means depends on the call (see the contract in base.py).

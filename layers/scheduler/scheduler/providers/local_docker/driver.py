@@ -35,6 +35,7 @@ from scheduler.providers.base import (
     Readiness,
     ReadinessState,
     StoppedWorker,
+    WorkerGone,
     WorkerOutcomeUnknown,
     worker_name,
 )
@@ -43,6 +44,8 @@ from scheduler.providers.docker_engine.client import EngineClient, connect, forg
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME, LocalDockerSettings
+from scheduler.providers.local_docker.logs import read_container_logs
+from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
 
@@ -239,6 +242,23 @@ class LocalDockerProvider(Provider):
             except (APIError, *_CONNECTION_ERRORS) as error:
                 raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
         return readiness_from_state(state)
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed."""
+        deadline = or_never(deadline)
+        client = self._api_for_cleanup(deadline)
+        reference = token or worker_name(lease_id)
+        with client.within(deadline):
+            try:
+                return read_container_logs(client, reference, query)
+            except NotFound as error:
+                raise WorkerGone(f"the container {reference} no longer exists on the Docker host") from error
+            except (APIError, requests.exceptions.RequestException) as error:
+                raise ProviderRequestFailed(
+                    f"cannot read the logs of {reference}: {self._describe(client, error)}"
+                ) from error
 
     # --- internals -------------------------------------------------------------------------------
 

@@ -32,9 +32,12 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     Readiness,
     ReadinessState,
+    WorkerGone,
     worker_name,
 )
 from scheduler.providers.runpod import NAME, RunPodSettings
+from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
+from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
 
@@ -160,6 +163,22 @@ class RunPodApi:
         if response.status_code == 429 or response.status_code >= 500:
             raise _Transient(f"{method} {path}: HTTP {response.status_code} {result.detail}", retry_after)
         return result
+
+    def stream(self, path: str, params: Mapping[str, str], timeout: tuple[float, float]) -> requests.Response:
+        """A GET whose body is read as it arrives (Server-Sent Events); the caller closes the answer."""
+        key = self._api_key()
+        if not key:
+            raise ProviderUnreachable("no RunPod API key is configured")
+        try:
+            return self._session.get(
+                f"{self._base}{path}",
+                params=dict(params),
+                headers={"Authorization": f"Bearer {key}", "Accept": "text/event-stream"},
+                timeout=timeout,
+                stream=True,
+            )
+        except (requests.Timeout, requests.ConnectionError) as error:
+            raise ProviderUnreachable(f"GET {path}: {type(error).__name__}") from error
 
 
 def _bounded_timeout(until: float) -> tuple[float, float]:
@@ -319,6 +338,27 @@ class RunPodProvider(Provider):
         if not mapped:
             return Readiness.starting(f"pod RUNNING, port {self._http_port} not mapped yet")
         return Readiness.ready()
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        """The pod's log stream (container and system lines; getPodLogs); WorkerGone once RunPod forgets the pod."""
+        deadline = or_never(deadline)
+        pod_id = token
+        if pod_id is None:
+            pods = self._pods_named(worker_name(lease_id))
+            if not pods:
+                raise WorkerGone(f"RunPod holds no pod named {worker_name(lease_id)}")
+            pod_id = str(pods[0]["id"])
+        path, params = pod_log_request(pod_id, query)
+        for attempt in range(self._retry.attempts):
+            with self._api.stream(path, params, first_byte_timeout(deadline)) as response:
+                wait = busy_for(response, attempt, self._retry.backoff)
+                last = attempt + 1 >= self._retry.attempts
+                if wait is None or last or wait > deadline.remaining() - 1.0:
+                    return read_pod_logs(response, pod_id, query, deadline)  # a refusal raises, naming its status
+            self._retry.sleep(wait)  # 429 or 5xx: as every other RunPod call, after Retry-After or a backoff
+        raise ProviderRequestFailed(f"RunPod would not serve the logs of pod {pod_id}")
 
     def _worker(self, pod: Mapping[str, Any]) -> ProvisionedWorker:
         cost = pod.get("cost")

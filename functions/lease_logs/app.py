@@ -1,0 +1,41 @@
+"""GET /v1/lease/{lease_id}/logs — the lease's worker output as text (Docker: stdout and stderr; RunPod: pod logs).
+
+The driver (and the Docker SDK) loads only when the first logs are read.
+"""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+
+from scheduler.api.http import HttpRequest, Response, http_endpoint, parse_model, text_response
+from scheduler.api.queries import LogsQuery
+from scheduler.leases.logs import worker_logs
+from scheduler.runtime import Runtime, request_deadline
+
+logger = Logger()
+metrics = Metrics()
+runtime = Runtime.from_environment().warm("store")
+
+
+@logger.inject_lambda_context(clear_state=True, log_event=False)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """Check the owner, read the last `tail` lines (since `since`), answer text/plain."""
+    lease_id = request.lease_id()
+    owner = request.header("X-Lease-Owner")
+    logger.append_keys(lease_id=lease_id, owner_id=owner)
+    query = parse_model(LogsQuery, dict(request.queryStringParameters), what="query")
+    output = worker_logs(
+        lease_id,
+        owner,
+        query.log_query(),
+        runtime.store,
+        runtime.providers,
+        timestamps=query.timestamps,
+        deadline=request_deadline(context),
+    )
+    headers = {"X-Lease-Status": output.lease.status.value, "X-Log-Lines": str(output.logs.lines)}
+    if output.logs.truncated:
+        headers["X-Logs-Truncated"] = "true"
+    return text_response(200, output.logs.text, headers)

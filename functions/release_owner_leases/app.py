@@ -1,0 +1,58 @@
+"""DELETE /v1/leases?owner_id=X — release every live lease of one owner, a bounded batch per call."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+
+from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response, parse_model
+from scheduler.api.queries import OwnerReleaseQuery
+from scheduler.errors import NotLeaseOwner
+from scheduler.leases.release_all import release_all
+from scheduler.observability.metrics import lease_ended
+from scheduler.runtime import Runtime, request_deadline
+
+logger = Logger()
+metrics = Metrics()
+runtime = Runtime.from_environment().warm("store", "providers")  # drivers load on first release
+
+
+@logger.inject_lambda_context(clear_state=True, log_event=False)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """X-Lease-Owner must name the owner; answer what was released, what was not, and where to continue."""
+    query = parse_model(OwnerReleaseQuery, dict(request.queryStringParameters), what="query")
+    owner = request.header("X-Lease-Owner")
+    logger.append_keys(owner_id=query.owner_id)
+    if owner != query.owner_id:
+        raise NotLeaseOwner("X-Lease-Owner must equal owner_id: only an owner may release all its leases")
+    outcome = release_all(
+        query.owner_id,
+        runtime.store,
+        runtime.providers,
+        runtime.clock,
+        request_deadline(context),
+        next_token=query.next_token,
+    )
+    for lease in outcome.released:
+        lease_ended(runtime.metrics, lease)
+    not_released = []
+    for lease, error in outcome.not_released:
+        _, code = error_status(error)
+        not_released.append(
+            {"lease_id": lease.lease_id, "status": lease.status.value, "code": code, "message": error.message}
+        )
+    logger.info(
+        "owner's leases released",
+        extra={
+            "released": len(outcome.released),
+            "not_released": len(not_released),
+            "more": outcome.next_token is not None,
+        },
+    )
+    body = {
+        "released": [lease.wire() for lease in outcome.released],
+        "not_released": not_released,
+        "next_token": outcome.next_token,
+    }
+    return json_response(200, body)

@@ -1,0 +1,62 @@
+"""A lease's worker output: checked against the lease's owner, read from its provider, bounded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.deadline import Deadline
+from scheduler.errors import LeaseConflict, NotLeaseOwner, ProviderFailed, WorkerLogsGone
+from scheduler.lifecycle import LeaseStatus, owner_may_act
+from scheduler.models import Lease, format_time
+from scheduler.providers.base import ProviderRequestFailed, ProviderUnreachable, WorkerGone
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.store import LeaseStore
+from scheduler.worker_logs import LogQuery, RenderedLogs, render
+
+
+@dataclass(frozen=True)
+class WorkerOutput:
+    """What the route answers: the rendered lines and the lease they belong to."""
+
+    lease: Lease
+    logs: RenderedLogs
+
+
+def worker_logs(
+    lease_id: str,
+    owner: str | None,
+    query: LogQuery,
+    store: LeaseStore,
+    providers: ConfiguredProviders,
+    *,
+    timestamps: bool = False,
+    deadline: Deadline | None = None,
+) -> WorkerOutput:
+    """The lease's worker output; LeaseNotFound, NotLeaseOwner, WorkerLogsGone (its worker no longer
+    exists), LeaseConflict (a pending lease whose worker is not made yet) or ProviderFailed."""
+    lease = store.get(lease_id)
+    if not owner_may_act(lease.owner_id, owner):
+        raise NotLeaseOwner(f"lease {lease_id} belongs to another owner (X-Lease-Owner must name it)")
+    if lease.provider not in providers.names:
+        raise WorkerLogsGone(f"lease {lease_id} ran on {lease.provider!r}, which is no longer configured")
+    try:
+        lines = providers.get(lease.provider).logs(lease_id, lease.provider_token, query, deadline)
+    except WorkerGone as gone:
+        raise _gone(lease) from gone
+    except (ProviderRequestFailed, ProviderUnreachable) as error:
+        raise ProviderFailed(
+            f"the worker's logs could not be read from {lease.provider}: {error}", details={"lease_id": lease_id}
+        ) from error
+    return WorkerOutput(lease, render(lines, timestamps=timestamps))
+
+
+def _gone(lease: Lease) -> Exception:
+    if lease.status is LeaseStatus.PENDING:
+        return LeaseConflict(f"lease {lease.lease_id} is pending: its worker is not started yet")
+    if lease.status.is_live:
+        return WorkerLogsGone(f"the worker of lease {lease.lease_id} no longer exists on {lease.provider}")
+    ended = f" at {format_time(lease.released_at)}" if lease.released_at else ""
+    return WorkerLogsGone(
+        f"lease {lease.lease_id} ended ({lease.status.value}){ended}; "
+        f"{lease.provider} no longer holds its worker or its logs"
+    )

@@ -1,0 +1,112 @@
+"""Release every live lease of one owner (a caller restarting, its old workers to go), in bounded batches.
+
+Each lease goes through the ordinary release (`release.release`): claimed for its owner, its worker
+removed, the release recorded once confirmed. One call releases at most `max_releases` leases and
+starts no release with less than `reserve_seconds` left; the rest is for the next call, which
+`next_token` continues. A released lease leaves the live listing, so a continuation that restarts a
+page finds only what is still to do (a lease that could not be released may be reported again).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+
+from scheduler.clock import Clock, utc_now
+from scheduler.deadline import Deadline, or_never
+from scheduler.errors import InvalidRequest, LeaseConflict, SchedulerError
+from scheduler.leases.release import release
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import Lease, ListFilter
+from scheduler.providers.configured import ConfiguredProviders
+from scheduler.store import LeaseStore
+
+MAX_RELEASES_PER_CALL = 25
+PAGE_SIZE = 100
+# A release removes a worker and confirms it gone: a few seconds on RunPod, well under one on Docker.
+RESERVE_SECONDS = 8.0
+
+
+@dataclass
+class OwnerRelease:
+    """What one call did: the leases it released, the ones it could not (and why), where to continue."""
+
+    released: list[Lease] = field(default_factory=list)
+    not_released: list[tuple[Lease, SchedulerError]] = field(default_factory=list)
+    next_token: str | None = None
+
+
+def release_all(
+    owner: str,
+    store: LeaseStore,
+    providers: ConfiguredProviders,
+    clock: Clock = utc_now,
+    deadline: Deadline | None = None,
+    *,
+    next_token: str | None = None,
+    max_releases: int | None = None,
+    reserve_seconds: float | None = None,
+) -> OwnerRelease:
+    """Release the owner's live leases from `next_token` on, as many as fit in this call (at most
+    `max_releases`, default MAX_RELEASES_PER_CALL; none begun with less than `reserve_seconds` left)."""
+    most = MAX_RELEASES_PER_CALL if max_releases is None else max_releases
+    reserve = RESERVE_SECONDS if reserve_seconds is None else reserve_seconds
+    time_left = or_never(deadline)
+    outcome = OwnerRelease()
+    attempts = 0
+    page_token = decode_token(next_token)
+    while True:
+        page, following = store.list_live(ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token), clock())
+        for lease in page:
+            if attempts and (attempts >= most or time_left.remaining() < reserve):
+                # At least one lease per call, so a caller following the tokens always gets somewhere.
+                outcome.next_token = encode_token(page_token)
+                return outcome
+            attempts += 1
+            _release_one(lease, owner, store, providers, clock, deadline, outcome)
+        if following is None:
+            return outcome
+        page_token = following
+
+
+def _release_one(
+    lease: Lease,
+    owner: str,
+    store: LeaseStore,
+    providers: ConfiguredProviders,
+    clock: Clock,
+    deadline: Deadline | None,
+    outcome: OwnerRelease,
+) -> None:
+    if lease.status is LeaseStatus.PENDING:
+        refusal = LeaseConflict("pending: its acquire is still running; release it once it is active")
+        outcome.not_released.append((lease, refusal))
+        return
+    try:
+        outcome.released.append(release(lease.lease_id, owner, store, providers, clock, deadline))
+    except SchedulerError as error:
+        outcome.not_released.append((lease, error))
+
+
+def encode_token(page_token: str | None) -> str:
+    """The continuation of a bulk release: the listing page to start from (None: the first)."""
+    raw = json.dumps({"page": page_token}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str | None) -> str | None:
+    """The listing page a continuation names; InvalidRequest for one this service did not issue."""
+    if not token:
+        return None
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if not isinstance(decoded, dict) or set(decoded) != {"page"}:
+            raise ValueError("not a continuation of this service")
+        page = decoded["page"]
+        if page is not None and not isinstance(page, str):
+            raise ValueError("not a continuation of this service")
+        return page
+    except (ValueError, binascii.Error, UnicodeDecodeError) as error:
+        raise InvalidRequest("next_token is not a token this service issued") from error

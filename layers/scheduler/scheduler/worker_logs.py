@@ -1,0 +1,112 @@
+"""A worker's output as the logs route serves it: the query, the lines, and the bounds on both.
+
+Times are nanoseconds since the epoch (`at_ns`): Docker stamps lines to the nanosecond, and a
+follower that resumes from the last line it saw must compare them exactly. Pure Python.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+DEFAULT_TAIL = 200
+MAX_TAIL = 5_000
+# Lambda answers at most 6 MB (JSON-escaped); a megabyte of text is what a terminal can use.
+MAX_LOG_BYTES = 1_048_576
+NANOS = 1_000_000_000
+
+_RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
+    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})",
+    re.ASCII,
+)
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """Which lines: the last `tail` of those stamped at or after `since_ns` (None: from the start)."""
+
+    tail: int = DEFAULT_TAIL
+    since_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line a worker wrote (without its newline), when, and from where (`system`: the provider's own)."""
+
+    at_ns: int
+    text: str
+    source: str | None = None
+
+
+def parse_rfc3339_ns(text: str) -> int | None:
+    """An RFC 3339 date-time (fraction to the nanosecond, any offset) as nanoseconds since the epoch, else None."""
+    match = _RFC3339.fullmatch(text.strip())
+    if match is None:
+        return _iso_ns(text.strip())
+    zone = match.group("zone").upper()
+    try:
+        moment = datetime.fromisoformat(
+            f"{match.group('date')}T{match.group('time')}{'+00:00' if zone == 'Z' else zone}"
+        )
+    except ValueError:
+        return None
+    fraction = (match.group("fraction") or "").ljust(9, "0")
+    return int(moment.timestamp()) * NANOS + int(fraction or 0)
+
+
+def _iso_ns(text: str) -> int | None:
+    # What else ISO 8601 writers emit for a date-time with an offset (e.g. Python's isoformat).
+    if "T" not in text.upper():
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * NANOS + moment.microsecond * 1000
+
+
+def format_ns(at_ns: int) -> str:
+    """RFC 3339 UTC to the nanosecond (`2026-11-30T17:00:00.123456789Z`; whole seconds without a fraction)."""
+    seconds, nanos = divmod(at_ns, NANOS)
+    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{nanos:09d}Z" if nanos else f"{stamp}Z"
+
+
+def select(lines: Iterable[LogLine], query: LogQuery) -> list[LogLine]:
+    """The lines the query asks for, oldest first: at or after `since_ns`, the last `tail` of them."""
+    chosen = [line for line in lines if query.since_ns is None or line.at_ns >= query.since_ns]
+    return chosen[-query.tail :] if query.tail > 0 else []
+
+
+@dataclass(frozen=True)
+class RenderedLogs:
+    """The text the route answers, and whether older lines were dropped to fit MAX_LOG_BYTES."""
+
+    text: str
+    lines: int
+    truncated: bool
+
+
+def render(lines: Sequence[LogLine], *, timestamps: bool, max_bytes: int = MAX_LOG_BYTES) -> RenderedLogs:
+    """One line of text per log line (`<RFC 3339> <text>` with timestamps), newest kept within `max_bytes`."""
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        prefix = f"{format_ns(line.at_ns)} " if timestamps else ""
+        marker = "[system] " if line.source == "system" else ""
+        text = f"{prefix}{marker}{line.text}\n"
+        # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \uXXXX),
+        # which is never shorter than its UTF-8.
+        cost = len(json.dumps(text)) - 2
+        if size + cost > max_bytes:
+            break
+        kept.append(text)
+        size += cost
+    kept.reverse()
+    return RenderedLogs("".join(kept), len(kept), truncated=len(kept) < len(lines))
