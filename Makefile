@@ -95,11 +95,11 @@ build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PA
 	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
 unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker; the `slow` load and fuzz tests are left to `make test`)
-	@$(PY) -m pytest tests/unit -m "not slow"
+	@$(PY) -m pytest tests/unit -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 unit-botocore-floor: $(FLOOR_VENV)/.installed $(DYNALITE) ## The unit tests on the oldest boto3/botocore the functions support
 	@echo "==> pytest tests/unit with $$($(FLOOR_VENV)/bin/python -c 'import boto3, botocore; print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}")')"
-	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -p no:cacheprovider -q
+	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile
 
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers
