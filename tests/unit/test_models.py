@@ -36,6 +36,8 @@ CONTRACT_LEASE_FIELDS = {
     "ttl_seconds",
     "cost_per_hour",
     "failure_reason",
+    "max_cost_per_hour",
+    "cost_usd",
 }
 LABELS = ("owner_id", "correlation_id", "region")
 

@@ -49,6 +49,7 @@ class Guard(Enum):
     OWNER = "the caller is the lease's owner (or the lease has none and the caller names none)"
     TOKEN = "the lease still holds this worker (the provider token the caller saw)"  # noqa: S105  # nosec B105
     CLAIM = "the caller holds the lease's current release claim"
+    SEEN_EXPIRY = "the lease still expires when the caller read it (only when the caller read it)"
 
 
 class Write(Enum):
@@ -64,6 +65,10 @@ class Write(Enum):
     LEAVE_INDEX = "live_shard, due_at, claim_id, release_outcome, held_counters removed"
     GIVE_BACK_COUNTERS = "every held cap/quota slot given back, in the same transaction"
     TAKE_COUNTERS = "a slot of each cap/quota taken, in the same transaction"
+    REWEIGH_COUNTERS = (
+        "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
+        " spend at renew), the difference taken or given back in the same transaction"
+    )
 
 
 @dataclass(frozen=True)
@@ -98,14 +103,16 @@ RECORD = Transition(
     "record", None, _P, writes=(Write.ENTER_INDEX, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS), verb="recorded"
 )
 MOVE_SLOT = Transition("move_slot", frozenset({_P}), _P, writes=(Write.HOLD_COUNTERS,), verb="moved")
-ACTIVATE = Transition("activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER,), verb="activated")
+ACTIVATE = Transition(
+    "activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER, Write.REWEIGH_COUNTERS), verb="activated"
+)
 FAIL_PENDING = Transition("fail_pending", frozenset({_P}), LeaseStatus.FAILED, writes=(*_END, Write.RECORD_REASON))
 RENEW = Transition(
     "renew",
     frozenset({_A}),
     _A,
-    guards=(Guard.NOT_EXPIRED, Guard.OWNER),
-    writes=(Write.EXTEND,),
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY),
+    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS),
     conflict_in=frozenset({_P, _R}),
     verb="renewed",
 )

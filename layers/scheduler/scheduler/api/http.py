@@ -14,6 +14,7 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scheduler.errors import (
+    BudgetExceeded,
     InvalidRequest,
     LeaseConflict,
     LeaseNotFound,
@@ -41,6 +42,7 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     LeaseNotFound: (404, "not_found"),
     LeaseConflict: (409, "conflict"),
     QuotaExceeded: (429, "quota_exceeded"),
+    BudgetExceeded: (429, "budget_exceeded"),
     ProviderFailed: (502, "provider_error"),
     NoCapacity: (503, "no_capacity"),
     StoreUnavailable: (503, "no_capacity"),
