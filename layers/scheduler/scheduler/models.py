@@ -159,3 +159,30 @@ class ListFilter(BaseModel):
         return value
 
     next_token: Annotated[StrictStr | None, Field(default=None, max_length=4096)] = None
+
+
+class UsageGrouping(StrEnum):
+    OWNER = "owner"
+    KIND = "kind"
+    PROVIDER = "provider"
+
+
+_DAY = r"^\d{4}-\d{2}-\d{2}$"
+
+
+class UsageQuery(BaseModel):
+    """Query of `GET /v1/usage`: UTC days `since`..`until` (inclusive; default today), one owner or all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    owner_id: OwnerId = None
+    since: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
+    until: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
+    group_by: UsageGrouping = UsageGrouping.OWNER
+
+    @field_validator("since", "until")
+    @classmethod
+    def _a_real_day(cls, value: str | None) -> str | None:
+        if value is not None:
+            datetime.strptime(value, "%Y-%m-%d")  # ValueError for 2026-02-30
+        return value

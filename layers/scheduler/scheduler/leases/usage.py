@@ -1,0 +1,49 @@
+"""Usage: what leases cost per owner over a range of UTC days, grouped by owner, kind or provider."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, timedelta
+
+from scheduler.clock import Clock, utc_now
+from scheduler.costs import usd
+from scheduler.errors import InvalidRequest
+from scheduler.models import UsageGrouping, UsageQuery
+from scheduler.store import LeaseStore
+from scheduler.store.usage import USAGE_RETENTION_DAYS
+
+UsageRow = dict[str, object]
+
+
+def usage_report(query: UsageQuery, store: LeaseStore, clock: Clock = utc_now) -> dict[str, object]:
+    """`{"usage": [...], "since", "until"}` for the leases that ended on those days (defaults: today)."""
+    today = clock().date()
+    since = date.fromisoformat(query.since) if query.since else today
+    until = date.fromisoformat(query.until) if query.until else max(today, since)
+    if until < since:
+        raise InvalidRequest(
+            "until must not be before since",
+            details={"problems": [{"field": "until", "problem": "must not be before since"}]},
+        )
+    if until - since > timedelta(days=USAGE_RETENTION_DAYS):
+        raise InvalidRequest(
+            f"a report spans at most {USAGE_RETENTION_DAYS} days (usage is kept that long)",
+            details={"problems": [{"field": "since", "problem": f"at most {USAGE_RETENTION_DAYS} days before until"}]},
+        )
+    totals: dict[tuple[str | None, str | None], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for row in store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
+        detail = {UsageGrouping.KIND: row.kind, UsageGrouping.PROVIDER: row.provider}.get(query.group_by)
+        total = totals[(row.owner_id, detail)]
+        total[0] += row.leases
+        total[1] += row.lease_seconds
+        total[2] += row.cost_micros
+    rows: list[UsageRow] = []
+    for (owner, detail), (leases, seconds, cost) in sorted(
+        totals.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")
+    ):
+        row: UsageRow = {"owner_id": owner}
+        if query.group_by is not UsageGrouping.OWNER:
+            row[query.group_by.value] = detail
+        row.update({"leases": leases, "lease_seconds": seconds, "cost_usd": usd(cost)})
+        rows.append(row)
+    return {"usage": rows, "since": since.isoformat(), "until": until.isoformat()}
