@@ -47,7 +47,10 @@ def test_the_sweep_ends_a_lease_whose_worker_stopped_and_counts_a_ghost(
     report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
 
     assert report["stopped_workers_failed"] == 1
-    assert [name for name in metrics.names() if name not in ("ReleaseLatency", "LeaseCost")] == ["LeaseFailed", "GhostLease"]
+    assert [name for name in metrics.names() if name not in ("ReleaseLatency", "LeaseCost")] == [
+        "LeaseFailed",
+        "GhostLease",
+    ]
 
 
 def test_a_sweep_whose_release_fails_reports_it_for_the_next_sweep(
