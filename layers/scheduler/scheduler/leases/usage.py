@@ -12,7 +12,7 @@ from scheduler.models import UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 from scheduler.store.usage import USAGE_RETENTION_DAYS
 
-UsageRow = dict[str, object]
+Total = dict[str, object]
 
 
 def usage_report(query: UsageQuery, store: LeaseStore, clock: Clock = utc_now) -> dict[str, object]:
@@ -31,17 +31,17 @@ def usage_report(query: UsageQuery, store: LeaseStore, clock: Clock = utc_now) -
             details={"problems": [{"field": "since", "problem": f"at most {USAGE_RETENTION_DAYS} days before until"}]},
         )
     totals: dict[tuple[str | None, str | None], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for row in store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
-        detail = {UsageGrouping.KIND: row.kind, UsageGrouping.PROVIDER: row.provider}.get(query.group_by)
-        total = totals[(row.owner_id, detail)]
-        total[0] += row.leases
-        total[1] += row.lease_seconds
-        total[2] += row.cost_micros
-    rows: list[UsageRow] = []
+    for stored in store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
+        detail = {UsageGrouping.KIND: stored.kind, UsageGrouping.PROVIDER: stored.provider}.get(query.group_by)
+        total = totals[(stored.owner_id, detail)]
+        total[0] += stored.leases
+        total[1] += stored.lease_seconds
+        total[2] += stored.cost_micros
+    rows: list[Total] = []
     for (owner, detail), (leases, seconds, cost) in sorted(
         totals.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")
     ):
-        row: UsageRow = {"owner_id": owner}
+        row: Total = {"owner_id": owner}
         if query.group_by is not UsageGrouping.OWNER:
             row[query.group_by.value] = detail
         row.update({"leases": leases, "lease_seconds": seconds, "cost_usd": usd(cost)})
