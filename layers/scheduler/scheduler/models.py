@@ -33,10 +33,11 @@ class GpuClass(StrEnum):
 
 
 OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
-# USD per hour: a JSON number (never a string or a boolean), above 0.
+MIN_COST_PER_HOUR = 0.000001  # USD: the smallest amount the budgets count (one micro-dollar)
+# USD per hour: a JSON number (never a string or a boolean), from one micro-dollar up.
 PricePerHour = (
-    Annotated[StrictFloat, Field(gt=0, le=MAX_COST_PER_HOUR, allow_inf_nan=False)]
-    | Annotated[StrictInt, Field(gt=0, le=MAX_COST_PER_HOUR)]
+    Annotated[StrictFloat, Field(ge=MIN_COST_PER_HOUR, le=MAX_COST_PER_HOUR, allow_inf_nan=False)]
+    | Annotated[StrictInt, Field(ge=1, le=MAX_COST_PER_HOUR)]
 )
 # Owners travel back in the X-Lease-Owner header, so they must be header-safe: printable ASCII,
 # no surrounding spaces (a value no header can carry would lock its lease for good).

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
@@ -33,8 +33,8 @@ from scheduler.store.queries import LeaseReads
 from scheduler.store.retries import Backoff
 from scheduler.store.usage import UsageBook
 
-Reweighing = budgets.Reweighing
-OwnerBudgets = budgets.OwnerBudgets
+if TYPE_CHECKING:
+    from scheduler.budgets import OwnerBudgets, Reweighing
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600

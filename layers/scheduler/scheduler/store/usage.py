@@ -85,8 +85,8 @@ class UsageBook(TableClient):
 
     def usage_rows(self, owner_id: str | None, since: str, until: str) -> Iterator[UsageRow]:
         """Stored totals from day `since` to day `until` (inclusive), of one owner or of all."""
-        if not self.usage_table:
-            return
+        if not self.usage_table or until < since:
+            return  # DynamoDB refuses a BETWEEN whose upper bound is below its lower one
         low, high = string_attr(since), string_attr(f"{until}#\uffff")
         if owner_id is not None:
             request: dict[str, Any] = {
