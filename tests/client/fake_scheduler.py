@@ -186,6 +186,8 @@ class FakeScheduler:
             return self._acquire(request)
         if path == "/v1/leases" and request.method == "GET":
             return self._list(request)
+        if path == "/v1/usage" and request.method == "GET":
+            return self._usage(request)
         match = re.fullmatch(r"/v1/lease/([^/]+)(/renew)?", path)
         if match:
             lease_id = unquote(match.group(1))
@@ -224,6 +226,8 @@ class FakeScheduler:
             "ttl_seconds": ttl,
             "cost_per_hour": None,
             "failure_reason": None,
+            "max_cost_per_hour": body.get("max_cost_per_hour"),
+            "cost_usd": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 
@@ -247,6 +251,16 @@ class FakeScheduler:
             if key:
                 self.idempotency[key] = (request.raw_body, lease["lease_id"])
         return 201, {}, {"lease": lease, "provider": lease["provider"]}
+
+    def _usage(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
+        today = datetime.now(UTC).strftime("%Y-%m-%d")
+        group = request.query.get("group_by", "owner")
+        row: dict[str, Any] = {"owner_id": request.query.get("owner_id", "anim")}
+        if group != "owner":
+            row[group] = "renderer" if group == "kind" else "fake"
+        row.update({"leases": 2, "lease_seconds": 1800, "cost_usd": 0.345})
+        since = request.query.get("since", today)
+        return 200, {}, {"usage": [row], "since": since, "until": request.query.get("until", max(today, since))}
 
     def _live(self, lease: dict[str, Any]) -> bool:
         expires = datetime.fromisoformat(lease["expires_at"])

@@ -11,6 +11,7 @@ with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:
 
 from .client import DEFAULT_URL, SchedulerClient, __version__, lease
 from .errors import (
+    BudgetExceeded,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -30,6 +31,7 @@ from .models import Lease
 
 __all__ = [
     "DEFAULT_URL",
+    "BudgetExceeded",
     "Conflict",
     "Forbidden",
     "InvalidRequest",

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from .cli_usage import add_usage_parser, format_dollars, format_usage
 from .client import DEFAULT_URL, SECRET_ENV, URL_ENV, SchedulerClient
 from .errors import SchedulerError, ServiceUnreachable, Unauthorized
 from .models import GPU_CLASSES, KINDS, Lease
@@ -35,7 +36,8 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 PROG = "leasectl"
-TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "ENDPOINT")
+TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
+RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")
 CLEAR_SCREEN, HOME, CLEAR_EOL, CLEAR_BELOW = "\x1b[2J", "\x1b[H", "\x1b[K", "\x1b[J"
 HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 
@@ -96,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     acquire.add_argument("--ttl", type=_positive_int, metavar="SECONDS", help="lease length (service default 3600)")
     acquire.add_argument("--owner", metavar="O", help="owner id; renew and release must then name it")
     acquire.add_argument(
+        "--max-cost", type=_positive_float, metavar="USD", help="price ceiling per hour (skips dearer workers)"
+    )
+    acquire.add_argument(
         "--env",
         type=_env_pair,
         nargs="+",
@@ -128,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     release.add_argument("lease_id", metavar="ID")
     release.add_argument("--owner", metavar="O", help="the lease's owner id (X-Lease-Owner)")
+
+    add_usage_parser(commands)
 
     watch = commands.add_parser(
         "watch",
@@ -167,6 +174,8 @@ def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
         lease.status,
         lease.owner_id or "-",
         remaining,
+        "-" if lease.cost_per_hour is None else f"{lease.cost_per_hour:.2f}",
+        format_dollars(lease.cost_usd),
         lease.endpoint or "-",
     )
 
@@ -176,12 +185,11 @@ def format_table(leases: Sequence[Lease], now: datetime | None = None) -> list[s
     moment = now or datetime.now(UTC)
     rows = [TABLE_COLUMNS, *(lease_row(lease, moment) for lease in leases)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
-    remaining_column = TABLE_COLUMNS.index("REMAINING")
+    right = {TABLE_COLUMNS.index(name) for name in RIGHT_ALIGNED}
     lines = []
     for row in rows:
         cells = [
-            cell.rjust(widths[index]) if index == remaining_column else cell.ljust(widths[index])
-            for index, cell in enumerate(row)
+            cell.rjust(widths[index]) if index in right else cell.ljust(widths[index]) for index, cell in enumerate(row)
         ]
         lines.append("  ".join(cells).rstrip())
     return lines
@@ -213,6 +221,8 @@ def format_lease(lease: Lease, now: datetime | None = None) -> list[str]:
         ("region", lease.region or "-"),
         ("provider_token", lease.provider_token or "-"),
         ("cost_per_hour", "-" if lease.cost_per_hour is None else f"${lease.cost_per_hour:.4f}"),
+        ("cost_ceiling", "-" if lease.max_cost_per_hour is None else f"${lease.max_cost_per_hour:.4f}"),
+        ("cost_usd", format_dollars(lease.cost_usd)),
         ("failure_reason", lease.failure_reason or "-"),
     ]
     width = max(len(name) for name, _ in fields)
@@ -292,7 +302,12 @@ def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
     args = ctx.args
     with spinner(f"acquiring a {args.kind} worker (gpu {args.gpu})…", ctx.stderr):
         lease = client.acquire(
-            args.kind, gpu=args.gpu, ttl_seconds=args.ttl, owner_id=args.owner, env=dict(args.env) or None
+            args.kind,
+            gpu=args.gpu,
+            ttl_seconds=args.ttl,
+            owner_id=args.owner,
+            env=dict(args.env) or None,
+            max_cost_per_hour=args.max_cost,
         )
     ctx.show_lease(lease, {"lease": lease.raw, "provider": lease.provider})
     return EXIT_OK
@@ -397,7 +412,18 @@ COMMANDS: dict[str, Callable[[_Context, SchedulerClient], int]] = {
     "renew": _cmd_renew,
     "release": _cmd_release,
     "watch": _cmd_watch,
+    "usage": lambda ctx, client: _cmd_usage(ctx, client),
 }
+
+
+def _cmd_usage(ctx: _Context, client: SchedulerClient) -> int:
+    args = ctx.args
+    report = client.usage(owner_id=args.owner, since=args.since, until=args.until, group_by=args.group_by)
+    if ctx.json:
+        _print_json(report, ctx.stdout)
+    else:
+        ctx.stdout.write("\n".join(format_usage(report, args.group_by)) + "\n")
+    return EXIT_OK
 
 
 def _report(ctx: _Context, error: SchedulerError) -> int:

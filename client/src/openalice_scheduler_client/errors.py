@@ -83,6 +83,13 @@ class QuotaExceeded(SchedulerError):
     default_code = "quota_exceeded"
 
 
+class BudgetExceeded(SchedulerError):
+    """429 `budget_exceeded`: the owner's cost per hour or daily spend would pass its limit (not retried);
+    `details` has `limit`, `in_use`, `requested` (USD) and `budget` (the limit's variable)."""
+
+    default_code = "budget_exceeded"
+
+
 class RateLimited(SchedulerError):
     """429 `rate_limited` (or API Gateway throttling): retried with backoff."""
 
@@ -126,6 +133,7 @@ ERRORS_BY_CODE: dict[str, type[SchedulerError]] = {
     "not_found": NotFound,
     "conflict": Conflict,
     "quota_exceeded": QuotaExceeded,
+    "budget_exceeded": BudgetExceeded,
     "rate_limited": RateLimited,
     "provider_error": ProviderError,
     "no_capacity": NoCapacity,

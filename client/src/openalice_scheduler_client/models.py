@@ -26,6 +26,10 @@ def _optional_time(value: Any) -> datetime | None:
     return None if value is None else parse_time(value)
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -54,6 +58,8 @@ class Lease:
     ttl_seconds: int
     cost_per_hour: float | None
     failure_reason: str | None = None
+    max_cost_per_hour: float | None = None
+    cost_usd: float | None = None  # accrued so far while live, final once ended
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -80,6 +86,8 @@ class Lease:
                 ttl_seconds=int(data["ttl_seconds"]),
                 cost_per_hour=None if cost is None else float(cost),
                 failure_reason=_optional_str(data.get("failure_reason")),
+                max_cost_per_hour=_optional_float(data.get("max_cost_per_hour")),
+                cost_usd=_optional_float(data.get("cost_usd")),
                 raw=dict(data),
             )
         except KeyError as missing:
