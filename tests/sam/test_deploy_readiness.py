@@ -25,6 +25,7 @@ ROUTES = {
     ("GET", "/v1/lease/{lease_id}"): "GetLeaseFunction",
     ("POST", "/v1/lease/{lease_id}/renew"): "RenewLeaseFunction",
     ("DELETE", "/v1/lease/{lease_id}"): "ReleaseLeaseFunction",
+    ("GET", "/v1/usage"): "UsageFunction",
 }
 LIVE_STATUSES = {"pending", "active", "releasing"}
 CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
@@ -194,7 +195,7 @@ def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
                 assert set(re.findall(r'"(\w+Table)"', text)) <= tables, (function, text)
         if function in {"HealthFunction"}:
             assert not actions, f"{function} needs no AWS permission: {actions}"
-        if function in {"ListLeasesFunction", "AuthorizerFunction"}:
+        if function in {"ListLeasesFunction", "AuthorizerFunction", "UsageFunction"}:
             assert not [action for action in actions if DYNAMODB_WRITES.match(action)], function
         if function == "GetLeaseFunction":  # ends a lease whose local-docker worker stopped: conditional updates only
             assert {action for action in actions if DYNAMODB_WRITES.match(action)} == {"dynamodb:UpdateItem"}

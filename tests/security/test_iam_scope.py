@@ -81,7 +81,7 @@ PROVIDER_FUNCTIONS = {
     "ReconcileWorkersFunction",
     "GetLeaseFunction",  # ends a lease whose local-docker worker it finds stopped
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction"}
 # Functions that call only the Docker host, never RunPod (whose API quota GET must not spend).
 DOCKER_ONLY_FUNCTIONS = {"GetLeaseFunction"}
 WRITE_ACTIONS = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
