@@ -332,3 +332,17 @@ def test_usage_groups_are_the_documented_ones() -> None:
 
 def test_gpu_classes_are_unchanged() -> None:
     assert GpuClass("entry") is GpuClass.ENTRY and WorkerKind("anim") is WorkerKind.ANIM
+
+
+def test_usage_totals_are_kept_400_days_after_their_day(budget_store: LeaseStore) -> None:
+    clock = Clock()
+    registry = registry_of(priced("local-docker", 1.0))
+    lease = acquire(budget_store, registry, LeaseLimits(), clock)
+    clock.advance(60)
+    release(lease.lease_id, "anim", budget_store, registry, clock)
+
+    (item,) = budget_store.client.scan(TableName=budget_store.usage_table)["Items"]
+
+    assert item["day_key"]["S"] == "2026-11-30#renderer#local-docker"
+    kept_until = datetime.fromtimestamp(int(item["ttl"]["N"]), NOW.tzinfo)
+    assert kept_until == datetime(2026, 11, 30, tzinfo=NOW.tzinfo) + timedelta(days=401)
