@@ -98,3 +98,8 @@ def test_budgets_count_whole_micro_dollars_rounded_up() -> None:
         ("spend#2026-11-30#anim@690000", 20_000_000),
     ]
     assert OwnerBudgets(per_hour=5.0).limits(None, 0.69, 3600, 0) == []
+
+
+def test_a_days_spend_counter_goes_a_few_days_after_its_day() -> None:
+    (spend,) = OwnerBudgets(per_day=20.0).limits("anim", 0.69, 3600, 1796011200)  # 2026-11-30T04:00:00Z
+    assert spend.expires == 1796342400  # 2026-12-04T00:00:00Z

@@ -49,7 +49,8 @@ class OwnerBudgets:
             found.append(Limit(cost_counter(owner_id), micros(self.per_hour), rate, weighed=True))
         if self.per_day is not None:
             spend = spend_micros(rate, ttl_seconds)
-            found.append(Limit(spend_counter(owner_id, now_epoch), micros(self.per_day), spend, weighed=True))
+            counter = spend_counter(owner_id, now_epoch)
+            found.append(Limit(counter, micros(self.per_day), spend, weighed=True, expires=spend_expiry(now_epoch)))
         return found
 
     def maximum_of(self, counter: str) -> int | None:
@@ -99,6 +100,17 @@ class OwnerBudgets:
 
 def is_budget(limit: Limit) -> bool:
     return limit.counter.startswith((COST_PREFIX, SPEND_PREFIX))
+
+
+# A day's spend counter outlives its day by this much: leases acquired that day give back their unused
+# part when they end (at most MAX_TTL_SECONDS later, or later still when renewed).
+SPEND_COUNTER_DAYS_KEPT = 3
+
+
+def spend_expiry(epoch_seconds: int) -> int:
+    """When a spend counter taken at `epoch_seconds` may go (TTL): some days after the end of its day."""
+    start_of_day = epoch_seconds - epoch_seconds % 86_400
+    return start_of_day + (1 + SPEND_COUNTER_DAYS_KEPT) * 86_400
 
 
 def cost_counter(owner_id: str) -> str:

@@ -48,6 +48,7 @@ class Limit:
     maximum: int | None  # None: counted, never refused
     amount: int = 1
     weighed: bool = False  # the held entry records the amount (budgets); else one slot
+    expires: int | None = None  # epoch seconds after which the counter is of no use (a past day's spend)
 
     @property
     def held(self) -> str:
@@ -111,6 +112,10 @@ def take(table: str, limit: Limit) -> dict[str, Any]:
     if limit.maximum is not None:
         update["ConditionExpression"] = "attribute_not_exists(leases) OR leases <= :room"
         update["ExpressionAttributeValues"][":room"] = number_attr(limit.maximum - limit.amount)
+    if limit.expires is not None:  # TTL drops it once its day is over (the reconciler scans this table)
+        update["UpdateExpression"] += " SET #ttl = :expires"
+        update["ExpressionAttributeNames"]["#ttl"] = "ttl"
+        update["ExpressionAttributeValues"][":expires"] = number_attr(limit.expires)
     return {"Update": update}
 
 

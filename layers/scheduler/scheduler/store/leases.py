@@ -263,7 +263,9 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
         extra = spend_micros(micros(float(item["cost_per_hour"]["N"])), new_expiry - old_expiry)
         if extra <= 0:
             return self.renew(lease_id, owner, ttl_seconds, now)
-        take = Limit(budgets.spend_counter(lease_owner, epoch(now)), micros(budget.per_day), extra, weighed=True)
+        counter = budgets.spend_counter(lease_owner, epoch(now))
+        expires = budgets.spend_expiry(epoch(now))
+        take = Limit(counter, micros(budget.per_day), extra, weighed=True, expires=expires)
         held = budgets.extend(counters.held_by(item), take.counter, extra)
         inputs = Inputs(
             now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, seen_expiry=old_expiry, reweighed=held
