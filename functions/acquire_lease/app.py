@@ -5,10 +5,11 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.errors import BudgetExceeded
 from scheduler.leases.acquire import acquire, new_lease_id
 from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
 from scheduler.models import LeaseRequest
-from scheduler.observability.metrics import count, worker_ready
+from scheduler.observability.metrics import budget_refused, count, worker_ready
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -37,6 +38,8 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     if isinstance(outcome, NotAcquired):
         if outcome.ended:
             count(runtime.metrics, "LeaseFailed", provider="none", kind=body.kind.value)
+        if isinstance(outcome.error, BudgetExceeded):
+            budget_refused(runtime.metrics, outcome.error)
         raise outcome.error
     if isinstance(outcome, Replayed):
         logger.append_keys(lease_id=outcome.lease_id)

@@ -5,8 +5,10 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.errors import BudgetExceeded
 from scheduler.leases.renew import renew
 from scheduler.models import RenewRequest
+from scheduler.observability.metrics import budget_refused
 from scheduler.runtime import Runtime
 
 logger = Logger()
@@ -23,5 +25,9 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    lease = renew(lease_id, owner, renewal.ttl_seconds, runtime.store, runtime.clock)
+    try:
+        lease = renew(lease_id, owner, renewal.ttl_seconds, runtime.store, runtime.clock, runtime.limits.budgets)
+    except BudgetExceeded as refused:
+        budget_refused(runtime.metrics, refused)
+        raise
     return json_response(200, {"lease": lease.wire()})

@@ -200,6 +200,8 @@ class FakeScheduler:
         logs = re.fullmatch(r"/v1/lease/([^/]+)/logs", path)
         if logs and request.method == "GET":
             return self._logs(unquote(logs.group(1)), request)
+        if path == "/v1/usage" and request.method == "GET":
+            return self._usage(request)
         match = re.fullmatch(r"/v1/lease/([^/]+)(/renew)?", path)
         if match:
             lease_id = unquote(match.group(1))
@@ -240,6 +242,8 @@ class FakeScheduler:
             "failure_reason": None,
             "worker_state": "ready" if self.boot_gets is None else "starting",
             "ready_at": _time(now) if self.boot_gets is None else None,
+            "max_cost_per_hour": body.get("max_cost_per_hour"),
+            "cost_usd": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 
@@ -265,6 +269,16 @@ class FakeScheduler:
             if key:
                 self.idempotency[key] = (request.raw_body, lease["lease_id"])
         return 201, {}, {"lease": lease, "provider": lease["provider"]}
+
+    def _usage(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
+        today = datetime.now(UTC).strftime("%Y-%m-%d")
+        group = request.query.get("group_by", "owner")
+        row: dict[str, Any] = {"owner_id": request.query.get("owner_id", "anim")}
+        if group != "owner":
+            row[group] = "renderer" if group == "kind" else "fake"
+        row.update({"leases": 2, "lease_seconds": 1800, "cost_usd": 0.345})
+        since = request.query.get("since", today)
+        return 200, {}, {"usage": [row], "since": since, "until": request.query.get("until", max(today, since))}
 
     def _live(self, lease: dict[str, Any]) -> bool:
         expires = datetime.fromisoformat(lease["expires_at"])

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from openalice_scheduler_client import Lease, SchedulerClient
 from openalice_scheduler_client.cli import format_remaining, format_table, main
+from openalice_scheduler_client.cli_usage import format_usage
 
 from tests.client.conftest import CLIENT_SRC
 from tests.client.fake_scheduler import FakeScheduler
@@ -151,7 +152,18 @@ def test_list_prints_an_aligned_table(fake: FakeScheduler) -> None:
 
     header, *rows = out.splitlines()
     assert code == 0 and len(rows) == 2
-    assert header.split() == ["ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "ENDPOINT"]
+    assert header.split() == [
+        "ID",
+        "KIND",
+        "GPU",
+        "PROVIDER",
+        "STATUS",
+        "OWNER",
+        "REMAINING",
+        "$/H",
+        "COST",
+        "ENDPOINT",
+    ]
     for column in ("KIND", "STATUS", "ENDPOINT"):
         assert {row.index(value) for row, value in zip(rows, _column(rows, header, column), strict=True)} == {
             header.index(column)
@@ -353,4 +365,50 @@ def test_table_shows_dashes_for_missing_values_and_no_countdown_for_ended_leases
 
     (_, row) = format_table([lease], now)
 
-    assert row.split() == ["l-1", "anim", "none", "-", "released", "-", "-", "-"]
+    assert row.split() == ["l-1", "anim", "none", "-", "released", "-", "-", "-", "-", "-"]
+
+
+def test_list_shows_each_leases_price_and_cost_so_far() -> None:
+    now = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+    lease = Lease.from_wire({
+        "lease_id": "l-1", "provider": "runpod", "kind": "anim", "gpu": "entry", "status": "active", "endpoint": None,
+        "created_at": "2026-11-30T03:30:00Z", "expires_at": "2026-11-30T05:00:00Z", "ttl_seconds": 5400,
+        "cost_per_hour": 0.69, "cost_usd": 0.345,
+    })  # fmt: skip
+
+    header, row = format_table([lease], now)
+
+    assert row.split()[6:9] == ["1h00m", "0.69", "$0.3450"]
+    assert header.index("$/H") < header.index("COST") < header.index("ENDPOINT")
+
+
+def test_usage_prints_a_table_in_dollars_with_a_total() -> None:
+    report = {
+        "usage": [
+            {"owner_id": "anim", "provider": "runpod", "leases": 2, "lease_seconds": 5400, "cost_usd": 1.035},
+            {"owner_id": "anim", "provider": "local-docker", "leases": 3, "lease_seconds": 900, "cost_usd": 0.0},
+        ],
+        "since": "2026-11-30",
+        "until": "2026-11-30",
+    }
+
+    lines = format_usage(report, "provider")
+
+    assert lines[0].split() == ["OWNER", "PROVIDER", "LEASES", "TIME", "COST"]
+    assert lines[1].split() == ["anim", "runpod", "2", "1h30m", "$1.0350"]
+    assert lines[3].split() == ["TOTAL", "5", "1h45m", "$1.0350"]
+    assert lines[-1] == "UTC days 2026-11-30 to 2026-11-30"
+
+
+def test_usage_asks_the_api_for_the_owner_days_and_grouping(fake: FakeScheduler) -> None:
+    code, out, _ = run(fake, "usage", "--owner", "anim", "--since", "2026-11-01", "--group-by", "kind")
+
+    assert code == 0, out
+    assert fake.requests[-1].query == {"owner_id": "anim", "since": "2026-11-01", "group_by": "kind"}
+    assert out.splitlines()[0].split() == ["OWNER", "KIND", "LEASES", "TIME", "COST"]
+
+
+def test_usage_refuses_a_day_that_is_not_one() -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["usage", "--since", "yesterday"])
+    assert exit_.value.code == 2

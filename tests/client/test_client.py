@@ -5,11 +5,12 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 import requests
 from openalice_scheduler_client import (
+    BudgetExceeded,
     Conflict,
     Forbidden,
     InvalidRequest,
@@ -456,3 +457,22 @@ def test_release_of_another_owners_lease_is_forbidden(client: SchedulerClient) -
 def test_health_needs_no_secret(fake: FakeScheduler) -> None:
     with SchedulerClient(fake.url, "") as scheduler:
         assert scheduler.health() == {"status": "ok", "service": "openalice-scheduler"}
+
+
+def test_usage_returns_the_report_and_sends_only_what_was_given(client: SchedulerClient, fake: FakeScheduler) -> None:
+    report = client.usage(owner_id="anim", since=date(2026, 11, 1), group_by="provider")
+
+    assert fake.requests[-1].query == {"owner_id": "anim", "since": "2026-11-01", "group_by": "provider"}
+    assert report["usage"] == [
+        {"owner_id": "anim", "provider": "fake", "leases": 2, "lease_seconds": 1800, "cost_usd": 0.345}
+    ]
+
+
+def test_budget_exceeded_is_not_retried(client: SchedulerClient, fake: FakeScheduler) -> None:
+    fake.fail("POST", "/v1/lease", status=429, code="budget_exceeded", times=5)
+
+    with pytest.raises(BudgetExceeded):
+        client.acquire("renderer", owner_id="anim", max_cost_per_hour=1.0)
+
+    assert len(fake.calls("POST", "/v1/lease")) == 1
+    assert fake.requests[-1].body["max_cost_per_hour"] == 1.0

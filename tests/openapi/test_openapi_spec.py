@@ -41,10 +41,11 @@ CONTRACT_STATUSES = {
     ("POST", "/v1/lease"): {201, 400, 401, 403, 409, 429, 502, 503},
     ("GET", "/v1/leases"): {200, 400, 401, 403},
     ("GET", "/v1/lease/{lease_id}"): {200, 401, 403, 404},
-    ("POST", "/v1/lease/{lease_id}/renew"): {200, 400, 401, 403, 404, 409},
+    ("POST", "/v1/lease/{lease_id}/renew"): {200, 400, 401, 403, 404, 409, 429},
     ("DELETE", "/v1/lease/{lease_id}"): {204, 401, 403, 404},
     ("GET", "/v1/lease/{lease_id}/logs"): {200, 400, 401, 403, 404, 410, 502},
     ("DELETE", "/v1/leases"): {200, 400, 401, 403},
+    ("GET", "/v1/usage"): {200, 400, 401, 403},
 }
 OWNER_CHECKED = {
     ("DELETE", "/v1/lease/{lease_id}"),

@@ -330,3 +330,28 @@ def test_the_logs_of_a_released_worker_are_gone(driver: DriverUnderTest) -> None
 def test_an_unreachable_provider_cannot_serve_logs(driver: DriverUnderTest) -> None:
     with pytest.raises((ProviderRequestFailed, ProviderUnreachable)):
         driver.unreachable.logs(driver.lease().lease_id, None, LogQuery())
+
+
+# --- prices and regions ---------------------------------------------------------------------------
+
+
+def test_a_worker_never_costs_more_per_hour_than_the_leases_ceiling(driver: DriverUnderTest) -> None:
+    ceiling = 0.000001
+    lease = driver.lease().model_copy(update={"max_cost_per_hour": ceiling})
+    try:
+        worker = driver.provider.provision(lease, {})
+    except ProviderCapacityError:
+        assert driver.listed(lease) == []
+        return
+    assert worker.cost_per_hour is None or worker.cost_per_hour <= ceiling
+
+
+def test_a_price_bound_is_a_price_or_unknown_and_never_raises(driver: DriverUnderTest) -> None:
+    for provider in (driver.provider, driver.unreachable):
+        bound = provider.price_bound(driver.request())
+        assert bound is None or bound >= 0
+
+
+def test_regions_are_names_or_none(driver: DriverUnderTest) -> None:
+    regions = driver.provider.regions()
+    assert regions is None or all(isinstance(region, str) and region for region in regions)

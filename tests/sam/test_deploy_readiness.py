@@ -27,6 +27,7 @@ ROUTES = {
     ("DELETE", "/v1/lease/{lease_id}"): "ReleaseLeaseFunction",
     ("GET", "/v1/lease/{lease_id}/logs"): "LeaseLogsFunction",
     ("DELETE", "/v1/leases"): "ReleaseOwnerLeasesFunction",
+    ("GET", "/v1/usage"): "UsageFunction",
 }
 LIVE_STATUSES = {"pending", "active", "releasing"}
 CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
@@ -203,7 +204,7 @@ def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
                 assert set(re.findall(r'"(\w+Table)"', text)) <= tables, (function, text)
         if function in {"HealthFunction"}:
             assert not actions, f"{function} needs no AWS permission: {actions}"
-        if function in {"ListLeasesFunction", "AuthorizerFunction", "LeaseLogsFunction"}:
+        if function in {"ListLeasesFunction", "AuthorizerFunction", "LeaseLogsFunction", "UsageFunction"}:
             assert not [action for action in actions if DYNAMODB_WRITES.match(action)], function
         if function == "GetLeaseFunction":  # ends a lease whose local-docker worker stopped: conditional updates only
             assert {action for action in actions if DYNAMODB_WRITES.match(action)} == {"dynamodb:UpdateItem"}

@@ -83,7 +83,7 @@ PROVIDER_FUNCTIONS = {
     "ReleaseOwnerLeasesFunction",
     "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "LeaseLogsFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "LeaseLogsFunction", "UsageFunction"}
 # Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
 # worker, and either provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
 READ_PATH_FUNCTIONS = {"GetLeaseFunction"}

@@ -120,3 +120,20 @@ def limited_store(dynamodb: DynamoDBClient, backend: str, table_name: str) -> It
         counters_table=counters,
     )
     dynamodb.delete_table(TableName=counters)
+
+
+@pytest.fixture
+def budget_store(dynamodb: DynamoDBClient, backend: str, table_name: str) -> Iterator[LeaseStore]:
+    """A store with its counters table (budgets) and its usage table beside the leases (all from template.yaml)."""
+    counters = make_table(dynamodb, backend, "counters", "LeaseCountersTable")
+    usage = make_table(dynamodb, backend, "usage", "UsageTable")
+    yield LeaseStore(
+        table_name,
+        dynamodb,
+        retention_seconds=RETENTION_SECONDS,
+        release_claim_seconds=RELEASE_CLAIM_SECONDS,
+        counters_table=counters,
+        usage_table=usage,
+    )
+    dynamodb.delete_table(TableName=counters)
+    dynamodb.delete_table(TableName=usage)

@@ -134,6 +134,8 @@ FULL = Inputs(
     claim_ttl=NOW + 3600,
     retain_until=NOW + 86_400,
     outcome=LeaseStatus.RELEASED,
+    seen_expiry=NOW + 600,
+    reweighed=("cost#alice@500000", "owner#alice"),
 )
 
 
@@ -238,3 +240,20 @@ def test_activation_records_a_worker_ready_at_once_with_its_ready_time() -> None
     booting = conditions.render(lifecycle.ACTIVATE, Inputs(now=NOW, worker=WorkerRecord("p", "t")))
     assert ready.values[":worker_state"] == {"S": "ready"} and "ready_epoch = :now" in ready.update
     assert booting.values[":worker_state"] == {"S": "starting"} and "ready_epoch" not in booting.update
+
+
+def test_a_renewal_that_reserves_spend_holds_only_while_the_expiry_read_is_still_current() -> None:
+    rendered = conditions.render(lifecycle.RENEW, Inputs(now=NOW, start=NOW, owner="alice", seen_expiry=NOW + 60))
+    assert "expires_epoch = :seen_expiry" in rendered.condition
+    assert "expires_epoch" not in conditions.render(lifecycle.RENEW, Inputs(now=NOW, start=NOW)).condition.replace(
+        "expires_epoch > :now", ""
+    )
+
+
+def test_activation_rewrites_held_counters_only_when_budgets_are_reweighed() -> None:
+    worker = WorkerRecord("runpod", "pod-1", None, 0.69)
+    plain = conditions.render(lifecycle.ACTIVATE, Inputs(worker=worker))
+    reweighed = conditions.render(lifecycle.ACTIVATE, Inputs(worker=worker, reweighed=("cost#alice@690000",)))
+    assert "held_counters" not in plain.update
+    assert "held_counters = :reweighed" in reweighed.update
+    assert reweighed.values[":reweighed"] == {"SS": ["cost#alice@690000"]}

@@ -38,6 +38,8 @@ CONTRACT_LEASE_FIELDS = {
     "failure_reason",
     "worker_state",
     "ready_at",
+    "max_cost_per_hour",
+    "cost_usd",
 }
 LABELS = ("owner_id", "correlation_id", "region")
 

@@ -12,6 +12,7 @@ with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:  # waits until 
 from .client import DEFAULT_URL, SchedulerClient, __version__, lease
 from .errors import (
     BootFailed,
+    BudgetExceeded,
     Conflict,
     Forbidden,
     Gone,
@@ -36,6 +37,7 @@ from .operations import NotReleased, OwnerRelease, WorkerLogs
 __all__ = [
     "DEFAULT_URL",
     "BootFailed",
+    "BudgetExceeded",
     "Conflict",
     "Forbidden",
     "Gone",

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from .cli_ops import OPERATIONS, add_operations, check_arguments, release_owner
 from .cli_style import Paint, no_paint, painter
+from .cli_usage import add_usage_parser, format_dollars, format_usage
 from .client import DEFAULT_URL, SECRET_ENV, URL_ENV, SchedulerClient
 from .errors import ReadyTimeout, SchedulerError, ServiceUnreachable, Unauthorized, WorkerNotReady
 from .models import GPU_CLASSES, KINDS, Lease
@@ -42,7 +43,8 @@ EXIT_NOT_READY = 4
 DEFAULT_WAIT_SECONDS = 600
 
 PROG = "leasectl"
-TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "ENDPOINT")
+TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
+RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")
 CLEAR_SCREEN, HOME, CLEAR_EOL, CLEAR_BELOW = "\x1b[2J", "\x1b[H", "\x1b[K", "\x1b[J"
 HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 
@@ -103,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     acquire.add_argument("--gpu", choices=GPU_CLASSES, default="none", help="GPU class (default: none)")
     acquire.add_argument("--ttl", type=_positive_int, metavar="SECONDS", help="lease length (service default 3600)")
     acquire.add_argument("--owner", metavar="O", help="owner id; renew and release must then name it")
+    acquire.add_argument(
+        "--max-cost", type=_positive_float, metavar="USD", help="price ceiling per hour (skips dearer workers)"
+    )
     acquire.add_argument(
         "--env",
         type=_env_pair,
@@ -166,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="release every live lease of --owner (DELETE /v1/leases?owner_id=O)"
     )
 
+    add_usage_parser(commands)
+
     watch = commands.add_parser(
         "watch",
         help="live view of the leases",
@@ -205,6 +212,8 @@ def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
         lease.status,
         lease.owner_id or "-",
         remaining,
+        "-" if lease.cost_per_hour is None else f"{lease.cost_per_hour:.2f}",
+        format_dollars(lease.cost_usd),
         lease.endpoint or "-",
     )
 
@@ -214,13 +223,12 @@ def format_table(leases: Sequence[Lease], now: datetime | None = None, paint: Pa
     moment = now or datetime.now(UTC)
     rows = [TABLE_COLUMNS, *(lease_row(lease, moment) for lease in leases)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
-    remaining_column = TABLE_COLUMNS.index("REMAINING")
+    right = {TABLE_COLUMNS.index(name) for name in RIGHT_ALIGNED}
     status_column = TABLE_COLUMNS.index("STATUS")
     lines = []
     for number, row in enumerate(rows):
         cells = [
-            cell.rjust(widths[index]) if index == remaining_column else cell.ljust(widths[index])
-            for index, cell in enumerate(row)
+            cell.rjust(widths[index]) if index in right else cell.ljust(widths[index]) for index, cell in enumerate(row)
         ]
         if number:  # not the header
             cells[status_column] = paint(row[status_column], cells[status_column])
@@ -256,6 +264,8 @@ def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_pa
         ("region", lease.region or "-"),
         ("provider_token", lease.provider_token or "-"),
         ("cost_per_hour", "-" if lease.cost_per_hour is None else f"${lease.cost_per_hour:.4f}"),
+        ("cost_ceiling", "-" if lease.max_cost_per_hour is None else f"${lease.max_cost_per_hour:.4f}"),
+        ("cost_usd", format_dollars(lease.cost_usd)),
         ("failure_reason", lease.failure_reason or "-"),
     ]
     width = max(len(name) for name, _ in fields)
@@ -423,7 +433,12 @@ def _cmd_acquire(ctx: _Context, client: SchedulerClient) -> int:
     args = ctx.args
     with spinner(f"acquiring a {args.kind} worker (gpu {args.gpu})…", ctx.stderr):
         lease = client.acquire(
-            args.kind, gpu=args.gpu, ttl_seconds=args.ttl, owner_id=args.owner, env=dict(args.env) or None
+            args.kind,
+            gpu=args.gpu,
+            ttl_seconds=args.ttl,
+            owner_id=args.owner,
+            env=dict(args.env) or None,
+            max_cost_per_hour=args.max_cost,
         )
     if args.wait is not None and not lease.is_ready:
         try:
@@ -553,7 +568,18 @@ COMMANDS: dict[str, Callable[[_Context, SchedulerClient], int]] = {
     "watch": _cmd_watch,
     "wait": _cmd_wait,
     **OPERATIONS,
+    "usage": lambda ctx, client: _cmd_usage(ctx, client),
 }
+
+
+def _cmd_usage(ctx: _Context, client: SchedulerClient) -> int:
+    args = ctx.args
+    report = client.usage(owner_id=args.owner, since=args.since, until=args.until, group_by=args.group_by)
+    if ctx.json:
+        _print_json(report, ctx.stdout)
+    else:
+        ctx.stdout.write("\n".join(format_usage(report, args.group_by)) + "\n")
+    return EXIT_OK
 
 
 def _report(ctx: _Context, error: SchedulerError) -> int:

@@ -56,6 +56,7 @@ EXAMPLES: dict[str, str] = {
     "release": "leasectl release 10eb885b-1051-480d-b839-dafaec1f503f --owner anim-svc\n"
     "  leasectl release --owner anim-svc --all      # every live lease of anim-svc",
     "watch": "leasectl watch --interval 2",
+    "usage": "leasectl usage --owner anim-svc --since 2026-11-01 --group-by provider",
     "health": "leasectl health",
     "logs": "leasectl logs 10eb885b-1051-480d-b839-dafaec1f503f --tail 50 --follow --owner anim-svc",
     "completion": 'eval "$(leasectl completion bash)"      # or: leasectl completion fish | source',

@@ -8,8 +8,8 @@ Retry policy (one place, `SchedulerClient._send`):
   answer). Bounded twice: at most `retries` extra attempts, and no new attempt is started once
   `retry_deadline` seconds have passed since the first one (a started attempt still has its `timeout`).
 - Never retried: 400, 401, 403, 404, 409 and any other 4xx; 500 `internal_error`; 429
-  `quota_exceeded` (an owner's lease quota only frees when one of its leases ends, not within a
-  backoff window); TLS errors; and a DELETE's 502 `provider_error` (see `release`).
+  `quota_exceeded` and `budget_exceeded` (an owner's quota or budget only frees when one of its
+  leases ends, not within a backoff window); TLS errors; and a DELETE's 502 `provider_error` (see `release`).
 - `acquire` always sends an `Idempotency-Key` (a uuid4 made once per call, or the caller's own) and
   the identical body on every attempt, so a retried acquire returns the lease the first attempt made
   instead of making a second worker.
@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import date
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -57,6 +58,8 @@ URL_ENV = "SCHEDULER_URL"
 SECRET_ENV = "INTERNAL_SECRET"  # noqa: S105 - the name of the variable, not a secret
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API Gateway's 30 s)
+# 429s that only free when one of the owner's leases ends: retrying within a backoff window cannot help.
+NOT_RETRIED_CODES = frozenset({"quota_exceeded", "budget_exceeded"})
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,7 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
         region: str | None = None,
         env: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        max_cost_per_hour: float | None = None,
     ) -> Lease:
         """`POST /v1/lease`: a worker of `kind` (`renderer`/`anim`) and `gpu` class, leased for `ttl_seconds`.
 
@@ -210,6 +214,7 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
             "owner_id": owner_id,
             "correlation_id": correlation_id,
             "region": region,
+            "max_cost_per_hour": max_cost_per_hour,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         if env is not None:
@@ -316,6 +321,24 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
             result.extend(page)
             if not token or (limit is not None and len(result) >= limit):
                 return result if limit is None else result[:limit]
+
+    def usage(
+        self,
+        *,
+        owner_id: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        group_by: str | None = None,
+    ) -> dict[str, Any]:
+        """`GET /v1/usage`: what leases that ended on the UTC days `since`..`until` cost (both default to
+        today), of one owner or all, grouped by `owner`, `kind` or `provider`:
+        `{"usage": [{"owner_id", "kind"?, "provider"?, "leases", "lease_seconds", "cost_usd"}], "since", "until"}`."""
+        params = {"owner_id": owner_id, "since": since, "until": until, "group_by": group_by}
+        sent = {key: str(value) for key, value in params.items() if value is not None}
+        body = self._expect(self._send("GET", "/v1/usage", params=sent), dict)
+        if not isinstance(body.get("usage"), builtins.list):
+            raise InvalidResponse("usage answer lacks `usage`", status=200, body=body)
+        return dict(body)
 
     def renew(self, lease_id: str, *, ttl_seconds: int | None = None, owner_id: str | None = None) -> Lease:
         """`POST /v1/lease/{id}/renew`: expires_at = now + ttl_seconds (the lease's own ttl when None).
@@ -512,7 +535,7 @@ class SchedulerClient(AbstractContextManager["SchedulerClient"]):
                 failure = error_from_response(response.status_code, decoded, response.reason or "")
                 cause = failure
                 reason = str(failure)
-                retryable = response.status_code in RETRYABLE_STATUSES and failure.code != "quota_exceeded"
+                retryable = response.status_code in RETRYABLE_STATUSES and failure.code not in NOT_RETRIED_CODES
                 if failure.code == "provider_error" and not retry_provider_error:
                     retryable = False
                 if not retryable:

@@ -89,6 +89,13 @@ class QuotaExceeded(SchedulerError):
     default_code = "quota_exceeded"
 
 
+class BudgetExceeded(SchedulerError):
+    """429 `budget_exceeded`: the owner's cost per hour or daily spend would pass its limit (not retried);
+    `details` has `limit`, `in_use`, `requested` (USD) and `budget` (the limit's variable)."""
+
+    default_code = "budget_exceeded"
+
+
 class RateLimited(SchedulerError):
     """429 `rate_limited` (or API Gateway throttling): retried with backoff."""
 
@@ -156,6 +163,7 @@ ERRORS_BY_CODE: dict[str, type[SchedulerError]] = {
     "conflict": Conflict,
     "gone": Gone,
     "quota_exceeded": QuotaExceeded,
+    "budget_exceeded": BudgetExceeded,
     "rate_limited": RateLimited,
     "provider_error": ProviderError,
     "no_capacity": NoCapacity,

@@ -27,6 +27,10 @@ def _optional_time(value: Any) -> datetime | None:
     return None if value is None else parse_time(value)
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -57,6 +61,8 @@ class Lease:
     failure_reason: str | None = None
     worker_state: str = "ready"
     ready_at: datetime | None = None
+    max_cost_per_hour: float | None = None
+    cost_usd: float | None = None  # accrued so far while live, final once ended
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -86,6 +92,8 @@ class Lease:
                 # A service older than readiness hands out workers usable at once.
                 worker_state=str(data.get("worker_state") or "ready"),
                 ready_at=_optional_time(data.get("ready_at")),
+                max_cost_per_hour=_optional_float(data.get("max_cost_per_hour")),
+                cost_usd=_optional_float(data.get("cost_usd")),
                 raw=dict(data),
             )
         except KeyError as missing:

@@ -150,6 +150,24 @@ def cap_parameter(provider: str) -> str:
     return "".join(part.capitalize() for part in provider.split("-")) + "MaxLeases"
 
 
+def dollars(raw: str) -> float:
+    """A positive amount of US dollars, such as 12.5."""
+    try:
+        value = float(raw)
+    except ValueError as error:
+        raise ValueError("must be an amount of US dollars, such as 12.5") from error
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be an amount of US dollars above 0, such as 12.5")
+    return value
+
+
+def rate(raw: str) -> float:
+    """A price per hour in US dollars, 0 or more."""
+    if raw in ("0", "0.0"):
+        return 0.0
+    return dollars(raw)
+
+
 def _api_version(raw: str) -> str | None:
     if raw.lower() == "auto":
         return None
@@ -192,6 +210,10 @@ class Settings(SettingsSection):
     # How long one store call keeps retrying DynamoDB's contention answers (conflicts, throttling).
     store_retry_seconds: int = setting(5, parameter="StoreRetrySeconds", low=0, high=25)
     max_leases_per_owner: int | None = setting(None, parameter="MaxLeasesPerOwner", low=0)
+    # Owner budgets in USD (unset: unlimited), taken in the lease's own transaction (`scheduler/budgets.py`).
+    max_cost_per_hour_per_owner: float | None = setting(None, parameter="MaxCostPerHourPerOwner", parse=dollars)
+    max_spend_per_owner_per_day: float | None = setting(None, parameter="MaxSpendPerOwnerPerDay", parse=dollars)
+    usage_table: str = setting("openalice-scheduler-usage", template=True)
     log_level: str = setting("INFO", parameter="LogLevel", parse=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     powertools_metrics_namespace: str = setting("OpenAliceScheduler", template=True)
     aws_lambda_exec_wrapper: str | None = setting(None, template=True)

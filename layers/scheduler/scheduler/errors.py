@@ -36,6 +36,10 @@ class QuotaExceeded(SchedulerError):
     """The owner already holds as many live leases as allowed."""
 
 
+class BudgetExceeded(SchedulerError):
+    """The owner's cost per hour or daily spend would pass its limit (details: limit, in_use, requested)."""
+
+
 class NoCapacity(SchedulerError):
     """No configured provider can serve the request right now."""
 

@@ -63,6 +63,7 @@ class Guard(Enum):
     CLAIM = "the caller holds the lease's current release claim"
     STARTING = "the lease's worker is still starting (never reported ready)"
     CHECK_DUE = "nobody asked the provider about the worker's readiness within the refresh interval"
+    SEEN_EXPIRY = "the lease still expires when the caller read it (only when the caller read it)"
 
 
 class Write(Enum):
@@ -81,6 +82,10 @@ class Write(Enum):
     WORKER_STATE = "worker_state: starting, or ready with ready_at when the provider says it runs at once"
     CHECKED = "ready_checked_epoch: when a caller last asked the provider about readiness"
     READY = "worker_state ready and ready_at (once: only a starting lease takes it)"
+    REWEIGH_COUNTERS = (
+        "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
+        " spend at renew), the difference taken or given back in the same transaction"
+    )
 
 
 @dataclass(frozen=True)
@@ -116,15 +121,19 @@ RECORD = Transition(
 )
 MOVE_SLOT = Transition("move_slot", frozenset({_P}), _P, writes=(Write.HOLD_COUNTERS,), verb="moved")
 ACTIVATE = Transition(
-    "activate", frozenset({_P}), _A, writes=(Write.RECORD_WORKER, Write.WORKER_STATE), verb="activated"
+    "activate",
+    frozenset({_P}),
+    _A,
+    writes=(Write.RECORD_WORKER, Write.WORKER_STATE, Write.REWEIGH_COUNTERS),
+    verb="activated",
 )
 FAIL_PENDING = Transition("fail_pending", frozenset({_P}), LeaseStatus.FAILED, writes=(*_END, Write.RECORD_REASON))
 RENEW = Transition(
     "renew",
     frozenset({_A}),
     _A,
-    guards=(Guard.NOT_EXPIRED, Guard.OWNER),
-    writes=(Write.EXTEND,),
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY),
+    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS),
     conflict_in=frozenset({_P, _R}),
     verb="renewed",
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.budgets import OwnerBudgets
 from scheduler.config import Settings
 from scheduler.store.counters import Limit
 
@@ -20,16 +21,22 @@ class LeaseLimits:
     # release into a transaction (2x the write units); the reconciler reports ActiveLeases from its
     # own listing instead, and the sweep adds the counted ones when caps are set.
     count_providers: bool = False
+    # The owner budgets in USD (MAX_COST_PER_HOUR_PER_OWNER, MAX_SPEND_PER_OWNER_PER_DAY).
+    budgets: OwnerBudgets = field(default_factory=OwnerBudgets)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LeaseLimits:
         """The limits the environment sets."""
-        return cls(provider_caps=dict(settings.provider_caps), per_owner=settings.max_leases_per_owner)
+        return cls(
+            provider_caps=dict(settings.provider_caps),
+            per_owner=settings.max_leases_per_owner,
+            budgets=OwnerBudgets.from_settings(settings),
+        )
 
     @property
     def active(self) -> bool:
         """True when any cap or quota is set (and so counters are kept)."""
-        return self.count_providers or bool(self.provider_caps) or self.per_owner is not None
+        return self.count_providers or bool(self.provider_caps) or self.per_owner is not None or self.budgets.active
 
     def for_provider(self, provider: str) -> Limit | None:
         """The cap on `provider`, if any."""

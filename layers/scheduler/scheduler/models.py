@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_serializer, field_validator
 
 from scheduler.lifecycle import LeaseStatus, WorkerState
 
@@ -16,6 +16,7 @@ MAX_TTL_SECONDS = 28_800
 DEFAULT_TTL_SECONDS = 3_600
 MAX_ENV_ENTRIES = 64
 MAX_ENV_VALUE_CHARS = 4_096
+MAX_COST_PER_HOUR = 10_000.0  # USD; a ceiling above any price, refused beyond as a likely typo
 _ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
@@ -32,6 +33,12 @@ class GpuClass(StrEnum):
 
 
 OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=128)]
+MIN_COST_PER_HOUR = 0.000001  # USD: the smallest amount the budgets count (one micro-dollar)
+# USD per hour: a JSON number (never a string or a boolean), from one micro-dollar up.
+PricePerHour = (
+    Annotated[StrictFloat, Field(ge=MIN_COST_PER_HOUR, le=MAX_COST_PER_HOUR, allow_inf_nan=False)]
+    | Annotated[StrictInt, Field(ge=1, le=MAX_COST_PER_HOUR)]
+)
 # Owners travel back in the X-Lease-Owner header, so they must be header-safe: printable ASCII,
 # no surrounding spaces (a value no header can carry would lock its lease for good).
 OwnerId = Annotated[StrictStr | None, Field(default=None, max_length=128, pattern=r"^[!-~]([ -~]*[!-~])?$")]
@@ -63,6 +70,7 @@ class LeaseRequest(BaseModel):
     owner_id: OwnerId = None
     correlation_id: OptionalLabel = None
     region: OptionalLabel = None
+    max_cost_per_hour: PricePerHour | None = None
     env: dict[StrictStr, Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE_CHARS, pattern=r"^[^\x00]*$")]] = Field(
         default_factory=dict, max_length=MAX_ENV_ENTRIES
     )
@@ -114,6 +122,9 @@ class Lease(BaseModel):
     failure_reason: str | None = None
     worker_state: WorkerState = WorkerState.STARTING
     ready_at: datetime | None = None
+    max_cost_per_hour: float | None = None
+    # What the lease cost: accrued so far while live, final once ended (rate × time from create to release).
+    cost_usd: float | None = None
 
     @field_serializer("created_at", "expires_at", "released_at", "ready_at")
     def _rfc3339(self, value: datetime | None) -> str | None:
@@ -128,9 +139,14 @@ class Lease(BaseModel):
         """True once the lease has run past `expires_at`."""
         return self.expires_at <= now
 
-    def wire(self) -> dict[str, object]:
-        """The JSON-ready shape `openapi.yaml` describes (schema Lease)."""
-        return self.model_dump(mode="json")
+    def wire(self, now: datetime | None = None) -> dict[str, object]:
+        """The JSON-ready shape `openapi.yaml` describes (schema Lease); a live lease's `cost_usd` is what it
+        has accrued by `now` (default: the wall clock)."""
+        shown = self.model_dump(mode="json")
+        if self.cost_usd is None and self.cost_per_hour is not None and self.status.is_live:
+            seconds = max(0.0, ((now or datetime.now(UTC)) - self.created_at).total_seconds())
+            shown["cost_usd"] = round(self.cost_per_hour * int(seconds) / 3600, 6)
+        return shown
 
 
 MAX_WAIT_READY_SECONDS = 25  # API Gateway gives a route 30 s
@@ -169,3 +185,30 @@ class ListFilter(BaseModel):
         return value
 
     next_token: Annotated[StrictStr | None, Field(default=None, max_length=4096)] = None
+
+
+class UsageGrouping(StrEnum):
+    OWNER = "owner"
+    KIND = "kind"
+    PROVIDER = "provider"
+
+
+_DAY = r"^\d{4}-\d{2}-\d{2}$"
+
+
+class UsageQuery(BaseModel):
+    """Query of `GET /v1/usage`: UTC days `since`..`until` (inclusive; default today), one owner or all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    owner_id: OwnerId = None
+    since: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
+    until: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
+    group_by: UsageGrouping = UsageGrouping.OWNER
+
+    @field_validator("since", "until")
+    @classmethod
+    def _a_real_day(cls, value: str | None) -> str | None:
+        if value is not None:
+            datetime.strptime(value, "%Y-%m-%d")  # ValueError for 2026-02-30
+        return value

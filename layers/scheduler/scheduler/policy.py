@@ -14,6 +14,7 @@ from aws_lambda_powertools import Logger
 from scheduler.deadline import Deadline
 from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import (
+    PriceAboveCeiling,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -39,6 +40,7 @@ class Skipped:
 
     reason: str
     worker_may_exist: bool = False
+    cheapest: float | None = None  # the provider's price was above the request's ceiling: the lowest it saw
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ def attempt(provider: Provider, lease: Lease, env: Mapping[str, str], deadline: 
         return Provisioned(provider, provider.provision(lease, env, deadline))
     except ProviderCapacityError as error:
         skipped(provider.name, str(error))
-        return Skipped(str(error), worker_may_exist=isinstance(error, WorkerOutcomeUnknown))
+        cheapest = error.cheapest if isinstance(error, PriceAboveCeiling) else None
+        return Skipped(str(error), worker_may_exist=isinstance(error, WorkerOutcomeUnknown), cheapest=cheapest)
     except ProviderRequestFailed as error:
         return Refused(str(error))
 

@@ -149,4 +149,5 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
         release_claim_seconds=settings.release_claim_seconds,
         counters_table=settings.counters_table,
         retry=Backoff(budget_seconds=settings.store_retry_seconds),
+        usage_table=settings.usage_table,
     )

@@ -37,7 +37,7 @@ def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
         "boot_failures": 0,
     }
     assert store.get(lease.lease_id).status == "expired"
-    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseExpired", "SweepLag"]
+    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseExpired", "LeaseCost", "SweepLag"]
     (lag,) = metrics.of("SweepLag")
     assert lag["value"] == (LATER - lease.expires_at).total_seconds()
 
@@ -53,7 +53,10 @@ def test_the_sweep_ends_a_lease_whose_worker_stopped_and_counts_a_ghost(
     report = function("sweep_expired", later(store, provider, metrics))(event("sweep_expired"))
 
     assert report["stopped_workers_failed"] == 1
-    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseFailed", "GhostLease"]
+    assert [name for name in metrics.names() if name not in ("ReleaseLatency", "LeaseCost")] == [
+        "LeaseFailed",
+        "GhostLease",
+    ]
 
 
 def test_a_sweep_whose_release_fails_reports_it_for_the_next_sweep(

@@ -14,6 +14,7 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scheduler.errors import (
+    BudgetExceeded,
     InvalidRequest,
     LeaseConflict,
     LeaseNotFound,
@@ -43,6 +44,7 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     LeaseConflict: (409, "conflict"),
     WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),
+    BudgetExceeded: (429, "budget_exceeded"),
     ProviderFailed: (502, "provider_error"),
     NoCapacity: (503, "no_capacity"),
     StoreUnavailable: (503, "no_capacity"),

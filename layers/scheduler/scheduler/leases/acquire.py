@@ -15,9 +15,10 @@ import uuid
 from aws_lambda_powertools import Logger
 
 from scheduler import policy
+from scheduler.budgets import Reweighing, is_budget
 from scheduler.clock import Clock, expiry_after, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.errors import NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
+from scheduler.errors import BudgetExceeded, InvalidRequest, NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
@@ -25,12 +26,16 @@ from scheduler.models import Lease, LeaseRequest
 from scheduler.providers.base import Provider
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStateChanged, LeaseStore
-from scheduler.store.counters import Limit
-from scheduler.store.items import InvalidNumber
+from scheduler.store.counters import WEIGHED_PREFIXES, Limit
+from scheduler.store.items import InvalidNumber, epoch
 
 logger = Logger(child=True)
 
 ENDED_MEANWHILE = "the lease ended before its worker was ready; try again"
+
+
+def is_budget_entry(entry: str) -> bool:
+    return entry.startswith(WEIGHED_PREFIXES)
 
 
 def new_lease_id() -> str:
@@ -57,6 +62,9 @@ def acquire(
     candidates = policy.candidates_for(providers.in_order(), request)
     if not candidates:
         return NotAcquired(NoCapacity(f"no configured provider offers kind={request.kind} gpu={request.gpu}"))
+    unknown_region = _unknown_region(request, candidates)
+    if unknown_region is not None:
+        return NotAcquired(unknown_region)
     now = clock()
     draft = Lease(
         lease_id=lease_id or new_lease_id(),
@@ -70,9 +78,10 @@ def acquire(
         correlation_id=request.correlation_id,
         region=request.region,
         ttl_seconds=request.ttl_seconds,
+        max_cost_per_hour=request.max_cost_per_hour,
     )
     slots = _Slots(store, limits or LeaseLimits(), draft)
-    recorded = slots.record_pending(candidates)
+    recorded = slots.record_pending(candidates, request, deadline)
     if isinstance(recorded, NotAcquired):
         return recorded
     pending, remaining, refusals = recorded
@@ -101,18 +110,23 @@ class _Slots:
         self._provider: str | None = None
         self.held: tuple[str, ...] = ()
 
-    def record_pending(self, candidates: list[Provider]) -> tuple[Lease, list[Provider], dict[str, str]] | NotAcquired:
-        """Write the pending lease with the owner's slot and the first provider slot that is free."""
+    def record_pending(
+        self, candidates: list[Provider], request: LeaseRequest, deadline: Deadline
+    ) -> tuple[Lease, list[Provider], dict[str, str]] | NotAcquired:
+        """Write the pending lease with the owner's slot and budgets and the first provider slot that is free."""
         refusals: dict[str, str] = {}
+        budgets = self._budget_limits(candidates, request, deadline)
         for index, provider in enumerate(candidates):
             cap = self._limits.for_provider(provider.name)
-            taken = [limit for limit in (self._owner, cap) if limit is not None]
+            taken = [limit for limit in (self._owner, cap, *budgets) if limit is not None]
             lease = self._draft.model_copy(update={"provider": provider.name})
             full = self._store.create_pending(lease, taken)
             if full is None:
                 self._provider = provider.name
-                self.held = tuple(sorted(limit.counter for limit in taken))
+                self.held = tuple(sorted(limit.held for limit in taken))
                 return lease, candidates[index:], refusals
+            if is_budget(full):
+                return NotAcquired(self.budget_refusal(full))
             if full == self._owner:
                 return NotAcquired(
                     QuotaExceeded(
@@ -123,6 +137,26 @@ class _Slots:
                 )
             refusals[provider.name] = _at_cap(full)
         return NotAcquired(NoCapacity("every provider is at its lease cap", details={"providers": refusals}))
+
+    def _budget_limits(self, candidates: list[Provider], request: LeaseRequest, deadline: Deadline) -> list[Limit]:
+        """The owner budgets, reserving the most any candidate's worker can cost (the worker's own price
+        replaces it at activation)."""
+        budgets = self._limits.budgets
+        if not budgets.active or self._draft.owner_id is None:
+            return []
+        estimate = max((provider.price_bound(request, deadline) or 0.0 for provider in candidates), default=0.0)
+        return budgets.limits(self._draft.owner_id, estimate, self._draft.ttl_seconds, epoch(self._draft.created_at))
+
+    def budget_refusal(self, limit: Limit) -> BudgetExceeded:
+        """The 429 for a budget that would not take `limit`, with what it holds now."""
+        in_use = self._store.counters([limit.counter]).get(limit.counter, 0)
+        return self._limits.budgets.refusal(limit, in_use)
+
+    def reweighing(self, cost_per_hour: float | None) -> Reweighing | None:
+        """The held budgets re-weighed to the worker's own price (None: no budget held)."""
+        if not any(is_budget_entry(entry) for entry in self.held):
+            return None
+        return self._limits.budgets.reweigh(self.held, cost_per_hour or 0.0, self._draft.ttl_seconds)
 
     def hold_for(self, provider: Provider) -> str | None:
         """Before trying `provider`: move the provider slot to it (failover); why not, if it is full."""
@@ -149,6 +183,7 @@ class _Attempts:
         self._clock = clock
         self._deadline = deadline
         self._worker_may_exist = False
+        self._cheapest: float | None = None
 
     def next(self, provider: Provider, request: LeaseRequest, refusals: dict[str, str]) -> policy.Attempt | None:
         """Try `provider` (None: it was passed over, its reason added to `refusals`)."""
@@ -163,6 +198,8 @@ class _Attempts:
         result = policy.attempt(provider, self._pending, request.env, self._deadline)
         if isinstance(result, policy.Skipped):
             self._worker_may_exist = self._worker_may_exist or result.worker_may_exist
+            if result.cheapest is not None:
+                self._cheapest = min(result.cheapest, self._cheapest or result.cheapest)
         if isinstance(result, policy.Skipped | policy.Refused):
             refusals[provider.name] = result.reason
         return result
@@ -171,7 +208,13 @@ class _Attempts:
         """No provider served: the lease ends `failed` with each provider's reason, unless a worker may exist."""
         lease_id = self._pending.lease_id
         message = f"no provider can serve kind={self._pending.kind} gpu={self._pending.gpu} now"
-        error = NoCapacity(message, details={**({"providers": refusals} if refusals else {}), "lease_id": lease_id})
+        details: dict[str, object] = {**({"providers": refusals} if refusals else {}), "lease_id": lease_id}
+        if self._pending.max_cost_per_hour is not None:
+            details["max_cost_per_hour"] = self._pending.max_cost_per_hour
+            details["cheapest_cost_per_hour"] = self._cheapest
+            seen = f"{self._cheapest:g} USD/h" if self._cheapest is not None else "no price"
+            message += f" within max_cost_per_hour {self._pending.max_cost_per_hour:g} (cheapest seen: {seen})"
+        error = NoCapacity(message, details=details)
         if self._worker_may_exist:
             logger.warning("a worker may exist; the lease stays pending for the reconciler", extra=error.details)
             return NotAcquired(error, lease_id)
@@ -194,7 +237,12 @@ class _Attempts:
         provider, worker = provisioned.provider, provisioned.worker
         lease_id = self._pending.lease_id
         try:
-            return Acquired(self._store.activate(lease_id, provider.name, worker, self._clock()))
+            activated = self._store.activate(
+                lease_id, provider.name, worker, self._clock(), self._slots.reweighing(worker.cost_per_hour)
+            )
+            if isinstance(activated, Limit):
+                return self._over_budget(provider, worker.token, activated)
+            return Acquired(activated)
         except BaseException as error:
             # Whatever stopped the write — the sweep or reconciler ended the row, the store went away,
             # a value DynamoDB refuses, a bug — the caller will not get this lease.
@@ -209,6 +257,31 @@ class _Attempts:
                 message = f"{provider.name} described the worker with a value the lease store cannot record: {error}"
                 return NotAcquired(ProviderFailed(message, details={"lease_id": lease_id}), lease_id, ended)
             raise
+
+    def _over_budget(self, provider: Provider, token: str, limit: Limit) -> NotAcquired:
+        """The worker costs more than the budget reserved for it and the rest does not fit: it goes at once."""
+        lease_id = self._pending.lease_id
+        refusal = self._slots.budget_refusal(limit)
+        ended = False
+        if _remove_everywhere([provider], lease_id, token, deadline=self._deadline):
+            ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=refusal.message)
+        return NotAcquired(refusal, lease_id, ended)
+
+
+def _unknown_region(request: LeaseRequest, candidates: list[Provider]) -> InvalidRequest | None:
+    """A 400 when the request names a region that no candidate with regions knows (None: fine)."""
+    if request.region is None:
+        return None
+    known = [provider.regions() for provider in candidates]
+    if all(regions is None for regions in known):
+        return None  # no candidate places by region: the region is a label, as it always was
+    names = sorted({region for regions in known if regions for region in regions})
+    if request.region in names:
+        return None
+    return InvalidRequest(
+        f"unknown region {request.region!r}; known regions: {', '.join(names)}",
+        details={"problems": [{"field": "region", "problem": f"must be one of {', '.join(names)}"}]},
+    )
 
 
 def _at_cap(limit: Limit) -> str:

@@ -1,14 +1,30 @@
-"""Renew: extend an active lease, checking its owner, in one conditional write."""
+"""Renew: extend an active lease, checking its owner, in one conditional write (with the owner's daily
+budget, one transaction that also reserves the extension's spend)."""
 
 from __future__ import annotations
 
+from scheduler.budgets import OwnerBudgets
 from scheduler.clock import Clock, utc_now
 from scheduler.models import Lease
 from scheduler.store import LeaseStore
+from scheduler.store.counters import Limit
 
 
 def renew(
-    lease_id: str, owner: str | None, ttl_seconds: int | None, store: LeaseStore, clock: Clock = utc_now
+    lease_id: str,
+    owner: str | None,
+    ttl_seconds: int | None,
+    store: LeaseStore,
+    clock: Clock = utc_now,
+    budgets: OwnerBudgets | None = None,
 ) -> Lease:
-    """Extend an active lease to now + ttl (its own ttl when none is given)."""
-    return store.renew(lease_id, owner, ttl_seconds, clock())
+    """Extend an active lease to now + ttl (its own ttl when none is given); BudgetExceeded when the
+    extension's spend does not fit the owner's day."""
+    now = clock()
+    if budgets is None or budgets.per_day is None:
+        return store.renew(lease_id, owner, ttl_seconds, now)
+    renewed = store.renew_reserving(lease_id, owner, ttl_seconds, now, budgets)
+    if isinstance(renewed, Limit):
+        in_use = store.counters([renewed.counter]).get(renewed.counter, 0)
+        raise budgets.refusal(renewed, in_use)
+    return renewed

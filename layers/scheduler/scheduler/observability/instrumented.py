@@ -102,6 +102,12 @@ class InstrumentedProvider(Provider):
         with provider_span(self._tracing, "logs", self.name, {"lease_id": lease_id}):
             return self._inner.logs(lease_id, token, query, deadline)
 
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        return self._inner.price_bound(request, deadline)
+
+    def regions(self) -> tuple[str, ...] | None:
+        return self._inner.regions()
+
     def _emit(self, name: str, unit: MetricUnit, value: float, **dimensions: str) -> None:
         self._metrics.emit(name, unit, value, provider=self.name, **dimensions)
 

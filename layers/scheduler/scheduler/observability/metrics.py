@@ -12,6 +12,7 @@ from typing import Protocol
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from scheduler.errors import SchedulerError
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 
@@ -60,6 +61,9 @@ def lease_ended(metrics: Metrics, lease: Lease) -> None:
     name = ENDED.get(lease.status)
     if name is not None:
         metrics.emit(name, MetricUnit.Count, 1, provider=lease.provider, kind=lease.kind.value)
+    if lease.cost_usd is not None:
+        # USD (CloudWatch has no currency unit): what the lease billed, from create to confirmed release.
+        metrics.emit("LeaseCost", MetricUnit.NoUnit, lease.cost_usd, provider=lease.provider, kind=lease.kind.value)
 
 
 def count(metrics: Metrics, name: str, **dimensions: str) -> None:
@@ -78,3 +82,9 @@ def boot_failed(metrics: Metrics, lease: Lease, reason: str) -> None:
     """BootFailure (provider, kind, reason: worker_error or timeout) and LeaseFailed for a lease ended as one."""
     count(metrics, "BootFailure", provider=lease.provider, kind=lease.kind.value, reason=reason)
     lease_ended(metrics, lease)
+
+
+def budget_refused(metrics: Metrics, refused: SchedulerError) -> None:
+    """BudgetRefused, by the budget that refused (`reason`: its variable)."""
+    budget = (refused.details or {}).get("budget")
+    metrics.emit("BudgetRefused", MetricUnit.Count, 1, reason=str(budget or "unknown"))

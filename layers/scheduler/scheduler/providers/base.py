@@ -112,6 +112,20 @@ class ProviderCapacityError(Exception):
     """This provider cannot serve the request now; the policy falls over to the next one."""
 
 
+class PriceAboveCeiling(ProviderCapacityError):
+    """Every worker this provider could make costs more per hour than the request's `max_cost_per_hour`
+    (nothing is left running); `cheapest` is the lowest price it saw (USD per hour), if any."""
+
+    def __init__(self, message: str, cheapest: float | None = None) -> None:
+        super().__init__(message)
+        self.cheapest = cheapest
+
+
+def above_ceiling(price: float | None, lease: Lease) -> bool:
+    """True when a worker at `price` per hour may not serve `lease` (its request set a lower ceiling)."""
+    return price is not None and lease.max_cost_per_hour is not None and price > lease.max_cost_per_hour
+
+
 class ProviderUnreachable(ProviderCapacityError):
     """The provider's API cannot be reached at all (or not within the caller's deadline)."""
 
@@ -175,6 +189,22 @@ class Provider(ABC):
         ProviderRequestFailed (or ProviderUnreachable) if it cannot be listed: the reconciler skips this
         provider for this pass (it must not take an empty answer for "no workers").
         """
+
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        """The most a worker for `request` can cost per hour here (USD), within its `max_cost_per_hour`;
+        the owner budgets reserve it before the worker exists.
+
+        Default None: not known until the worker is made (the budgets then take the worker's own price
+        when the lease is activated, and refuse it there if it does not fit). Never raises.
+        """
+        return None
+
+    def regions(self) -> tuple[str, ...] | None:
+        """The regions a request may name for this provider, which then places the worker there.
+
+        Default None: this provider has no regions; it places anywhere and ignores a request's `region`.
+        """
+        return None
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed workers that no longer run, from one cheap call (the sweep asks every minute).

@@ -24,6 +24,7 @@ from scheduler.deadline import Deadline
 from scheduler.models import GpuClass, Lease, LeaseRequest
 from scheduler.providers.base import (
     ManagedWorker,
+    PriceAboveCeiling,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -32,6 +33,7 @@ from scheduler.providers.base import (
     Readiness,
     StoppedWorker,
     WorkerGone,
+    above_ceiling,
 )
 from scheduler.worker_logs import LogLine, LogQuery, select
 
@@ -74,6 +76,10 @@ class MemoryProvider(Provider):
                 raise ProviderCapacityError(f"{self.name} is full")
             if self.refuse:
                 raise ProviderRequestFailed(f"{self.name} refused the worker")
+            if above_ceiling(self.cost_per_hour, lease):
+                raise PriceAboveCeiling(
+                    f"{self.name} costs {self.cost_per_hour}/h, above the ceiling", self.cost_per_hour
+                )
             token = f"w-{uuid.uuid4().hex[:12]}"
             self.workers[token] = ManagedWorker(lease_id=lease.lease_id, token=token, created_at=self.clock())
             if self.boots:
@@ -99,6 +105,9 @@ class MemoryProvider(Provider):
             if token not in self.workers:
                 return Readiness.failed(GONE)
             return self.booting.get(token, Readiness.ready())
+
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        return self.cost_per_hour
 
     def add_worker(self, lease_id: str, token: str | None = None, created_at: datetime | None = None) -> str:
         """A managed worker the service did not make through `provision` (an orphan, a crashed acquire's)."""

@@ -48,6 +48,8 @@ class Inputs:
     retain_until: int = 0  # END: the TTL of an ended lease
     outcome: LeaseStatus | None = None  # FINISH: the status the claim recorded
     checked_before: int = 0  # CHECK_DUE: a readiness check at or before this time is stale
+    seen_expiry: int | None = None  # SEEN_EXPIRY: the expires_epoch the caller read (None: not checked)
+    reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
 
 
 @dataclass
@@ -155,6 +157,10 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
         if inputs.token is None:
             return ""
         return f"provider_token = {builder.value('token', string_attr(inputs.token))}"
+    if guard is Guard.SEEN_EXPIRY:
+        if inputs.seen_expiry is None:
+            return ""
+        return f"expires_epoch = {builder.value('seen_expiry', number_attr(inputs.seen_expiry))}"
     if guard is Guard.CLAIM:
         return f"claim_id = {builder.value('claim', string_attr(_required(inputs.claim_id, 'claim_id')))}"
     if guard is Guard.STARTING:
@@ -198,6 +204,9 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"held_counters = {builder.value('held', {'SS': held})}")
             else:
                 removes.append("held_counters")
+        elif write is Write.REWEIGH_COUNTERS:
+            if inputs.reweighed is not None:
+                sets.append(f"held_counters = {builder.value('reweighed', {'SS': sorted(set(inputs.reweighed))})}")
         elif write is Write.TAKE_CLAIM:
             outcome = builder.value("outcome", string_attr(_required(transition.outcome, "outcome").value))
             kept = f"if_not_exists(release_outcome, {outcome})" if transition.keeps_outcome else outcome

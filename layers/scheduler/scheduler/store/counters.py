@@ -8,9 +8,9 @@ counters it holds (`held_counters`), so whatever ends it gives back exactly thos
 Every change also bumps the counter's `version`, so the reconciler's repair can prove that no lease
 took or gave back a slot between two of its passes (a value alone cannot: +1 then -1 reads the same).
 
-A limit is a counter name, a maximum and the amount one lease takes (1 slot today): a limit of
-another kind (a budget in dollars per hour, say) is another counter name and amount, taken in the
-same transaction as the lease's own write.
+A limit is a counter name, a maximum and the amount one lease takes (1 slot, or for the owner budgets
+of `scheduler/budgets.py` an amount of micro-dollars): a weighed limit's held entry carries its amount
+(`cost#<owner>@690000`), so whatever ends the lease gives back exactly what it reserved.
 """
 
 from __future__ import annotations
@@ -25,6 +25,20 @@ from scheduler.errors import StoreUnavailable
 from scheduler.store.client import TableClient
 from scheduler.store.items import epoch, number_attr, string_attr
 
+WEIGHT_MARK = "@"
+COST_PREFIX = "cost#"  # an owner's summed USD/h of live leases, in micro-dollars
+SPEND_PREFIX = "spend#"  # an owner's spend on one UTC day, in micro-dollars
+WEIGHED_PREFIXES = (COST_PREFIX, SPEND_PREFIX)  # counters whose held entries carry an amount
+
+
+def parse_held(entry: str) -> tuple[str, int]:
+    """A `held_counters` entry as (counter, amount held)."""
+    if entry.startswith(WEIGHED_PREFIXES):
+        counter, mark, amount = entry.rpartition(WEIGHT_MARK)
+        if mark and amount.isdigit():
+            return counter, int(amount)
+    return entry, 1
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -33,6 +47,13 @@ class Limit:
     counter: str
     maximum: int | None  # None: counted, never refused
     amount: int = 1
+    weighed: bool = False  # the held entry records the amount (budgets); else one slot
+    expires: int | None = None  # epoch seconds after which the counter is of no use (a past day's spend)
+
+    @property
+    def held(self) -> str:
+        """The lease's `held_counters` entry for this limit."""
+        return f"{self.counter}{WEIGHT_MARK}{self.amount}" if self.weighed else self.counter
 
     @classmethod
     def for_provider(cls, provider: str, maximum: int | None) -> Limit:
@@ -91,18 +112,27 @@ def take(table: str, limit: Limit) -> dict[str, Any]:
     if limit.maximum is not None:
         update["ConditionExpression"] = "attribute_not_exists(leases) OR leases <= :room"
         update["ExpressionAttributeValues"][":room"] = number_attr(limit.maximum - limit.amount)
+    if limit.expires is not None:  # TTL drops it once its day is over (the reconciler scans this table)
+        update["UpdateExpression"] += " SET #ttl = :expires"
+        update["ExpressionAttributeNames"]["#ttl"] = "ttl"
+        update["ExpressionAttributeValues"][":expires"] = number_attr(limit.expires)
     return {"Update": update}
 
 
-def give_back(table: str, counter: str) -> dict[str, Any]:
-    """A transaction item giving one slot back (unconditional: the reconciler repairs any drift)."""
+def give_back(table: str, counter: str, amount: int | None = None) -> dict[str, Any]:
+    """A transaction item giving back what a held entry holds, or `amount` of its counter (unconditional:
+    the reconciler repairs any drift)."""
+    name, held = parse_held(counter)
     return {
         "Update": {
             "TableName": table,
-            "Key": {"counter": string_attr(counter)},
+            "Key": {"counter": string_attr(name)},
             "UpdateExpression": "ADD leases :minus_one, #version :one",
             "ExpressionAttributeNames": {"#version": "version"},
-            "ExpressionAttributeValues": {":minus_one": number_attr(-1), ":one": number_attr(1)},
+            "ExpressionAttributeValues": {
+                ":minus_one": number_attr(-(held if amount is None else amount)),
+                ":one": number_attr(1),
+            },
         }
     }
 
@@ -122,7 +152,9 @@ def expected_counts(held: Iterable[tuple[str, ...]]) -> Counter[str]:
     """What every counter should read, from the counters the live leases hold."""
     counts: Counter[str] = Counter()
     for counters in held:
-        counts.update(counters)
+        for entry in counters:
+            name, amount = parse_held(entry)
+            counts[name] += amount
     return counts
 
 

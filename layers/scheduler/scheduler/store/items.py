@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from scheduler.costs import accrued_usd
 from scheduler.lifecycle import LeaseStatus, Seen, WorkerState
 from scheduler.models import GpuClass, Lease, WorkerKind
 
@@ -59,8 +60,13 @@ def dynamodb_number(value: float | int | Decimal) -> str:
     return str(value) if isinstance(value, int) else str(exact)
 
 
-def lease_from_item(item: Item) -> Lease:
-    """Build the wire model from a DynamoDB item (table, index or stream image)."""
+def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
+    """Build the wire model from a DynamoDB item (table, index or stream image).
+
+    `cost_usd` is final once the lease has ended (its rate from creation to the confirmed release); while
+    it is live it is accrued to `now_epoch` when given, else left for `Lease.wire()` to accrue when shown
+    (so that the same item always reads as the same Lease).
+    """
 
     def text(name: str) -> str | None:
         return item.get(name, {}).get("S")
@@ -77,6 +83,10 @@ def lease_from_item(item: Item) -> Lease:
     worker_state = (
         WorkerState(state) if state else (WorkerState.READY if status != LeaseStatus.PENDING else WorkerState.STARTING)
     )
+    ceiling = number("max_cost_per_hour")
+    rate = float(cost) if cost else None
+    created = int(float(item["created_epoch"]["N"]))
+    end = int(float(released)) if released else now_epoch
     return Lease(
         lease_id=item["lease_id"]["S"],
         provider=item["provider"]["S"],
@@ -92,10 +102,12 @@ def lease_from_item(item: Item) -> Lease:
         correlation_id=text("correlation_id"),
         region=text("region"),
         ttl_seconds=int(item["ttl_seconds"]["N"]),
-        cost_per_hour=float(cost) if cost else None,
+        cost_per_hour=rate,
         failure_reason=text("failure_reason"),
         worker_state=worker_state,
         ready_at=from_epoch(ready) if ready else None,
+        max_cost_per_hour=float(ceiling) if ceiling else None,
+        cost_usd=None if end is None else accrued_usd(rate, created, end),
     )
 
 
@@ -119,6 +131,8 @@ def new_item(lease: Lease, shard: str) -> Item:
         value = getattr(lease, name)
         if value is not None:
             item[name] = string_attr(value)
+    if lease.max_cost_per_hour is not None:
+        item["max_cost_per_hour"] = number_attr(lease.max_cost_per_hour)
     return item
 
 

@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler import lifecycle
+from scheduler import budgets, lifecycle
+from scheduler.costs import accrued_usd, micros, spend_micros
 from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
 from scheduler.lifecycle import LeaseStatus, Refusal, Transition
 from scheduler.models import Lease
@@ -30,6 +31,10 @@ from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, seen, string_attr
 from scheduler.store.queries import LeaseReads
 from scheduler.store.retries import Backoff
+from scheduler.store.usage import UsageBook
+
+if TYPE_CHECKING:
+    from scheduler.budgets import OwnerBudgets, Reweighing
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600
@@ -49,7 +54,7 @@ class Claim:
     held_counters: tuple[str, ...] = ()
 
 
-class LeaseStore(LeaseReads, CounterBook):
+class LeaseStore(LeaseReads, CounterBook, UsageBook):
     """Leases in DynamoDB, changed only through the transitions of `scheduler.lifecycle`."""
 
     def __init__(
@@ -62,8 +67,10 @@ class LeaseStore(LeaseReads, CounterBook):
         release_claim_seconds: int = 120,
         counters_table: str | None = None,
         retry: Backoff | None = None,
+        usage_table: str | None = None,
     ) -> None:
         super().__init__(table_name, client, shards=shards, counters_table=counters_table, retry=retry)
+        self.usage_table = usage_table
         self._retention = retention_seconds
         self._claim_seconds = release_claim_seconds
 
@@ -85,7 +92,7 @@ class LeaseStore(LeaseReads, CounterBook):
                 if self._lost_item(lost, lease.lease_id).get("created_epoch") != item["created_epoch"]:
                     raise
             return None
-        held = counters.held_set(limit.counter for limit in limits)
+        held = counters.held_set(limit.held for limit in limits)
         if held is not None:
             item["held_counters"] = held
         full = self._transact([{"Put": put}, *(counters.take(self._counters(), limit) for limit in limits)])
@@ -96,7 +103,7 @@ class LeaseStore(LeaseReads, CounterBook):
     ) -> tuple[str, ...] | Limit:
         """Swap the provider slot a `pending` lease holds (failover): the counters it now holds, or the
         limit that is full (nothing changed). LeaseStateChanged if the lease is no longer pending."""
-        now_held = tuple(sorted({*held, *([take.counter] if take else [])} - {give_back}))
+        now_held = tuple(sorted({*held, *([take.held] if take else [])} - {give_back}))
         rendered = render(lifecycle.MOVE_SLOT, Inputs(held=now_held))
         items: list[dict[str, Any]] = [{"Update": {**self._key(lease_id), **rendered.request()}}]
         if give_back:
@@ -111,11 +118,25 @@ class LeaseStore(LeaseReads, CounterBook):
             return take
         return now_held
 
-    def activate(self, lease_id: str, provider: str, worker: ProvisionedWorker, now: datetime | None = None) -> Lease:
+    def activate(
+        self,
+        lease_id: str,
+        provider: str,
+        worker: ProvisionedWorker,
+        now: datetime | None = None,
+        reweighed: Reweighing | None = None,
+    ) -> Lease | Limit:
         """Move a `pending` lease to `active` with its worker (`ready` at `now` when the provider says it
-        runs already, else `starting`); LeaseStateChanged if it is no longer pending."""
+        runs already, else `starting`); LeaseStateChanged if it is no longer pending.
+
+        With `reweighed` (owner budgets held at an estimate), the same transaction sets the held entries
+        to the worker's own price and takes or gives back the difference: the budget limit that would
+        not take it comes back instead (and nothing is written).
+        """
         record = WorkerRecord(provider, worker.token, worker.endpoint, worker.cost_per_hour, ready=worker.ready)
         at = epoch(now) if now is not None else int(datetime.now(UTC).timestamp())
+        if reweighed is not None and reweighed.deltas:
+            return self._activate_reweighed(lease_id, record, reweighed, at)
         rendered = render(lifecycle.ACTIVATE, Inputs(worker=record, now=at))
         try:
             response = self._call("UpdateItem", **self._update(lease_id, rendered.request()))
@@ -127,6 +148,21 @@ class LeaseStore(LeaseReads, CounterBook):
                 return lease_from_item(old)  # a retry of our own write, which had landed
             raise LeaseStateChanged(lease_id) from lost
         return lease_from_item(response["Attributes"])
+
+    def _activate_reweighed(self, lease_id: str, record: WorkerRecord, reweighed: Reweighing, at: int) -> Lease | Limit:
+        rendered = render(lifecycle.ACTIVATE, Inputs(worker=record, reweighed=reweighed.held, now=at))
+        takes = [limit for limit in reweighed.limits if limit.amount > 0]
+        gives = [(limit.counter, -limit.amount) for limit in reweighed.limits if limit.amount < 0]
+        items: list[dict[str, Any]] = [{"Update": {**self._key(lease_id), **rendered.request()}}]
+        items += [counters.give_back(self._counters(), counter, amount) for counter, amount in gives]
+        items += [counters.take(self._counters(), limit) for limit in takes]
+        try:
+            full = self._transact(items, limits_at=1 + len(gives))
+        except self._errors.ConditionalCheckFailedException as lost:
+            raise LeaseStateChanged(lease_id) from lost
+        if full is not None:
+            return takes[full]
+        return self.get(lease_id)
 
     def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> bool:
         """End a `pending` lease as `failed` (its worker was cleaned up), recording why; False when
@@ -192,9 +228,14 @@ class LeaseStore(LeaseReads, CounterBook):
     def finish_release(self, claim: Claim, now: datetime) -> Lease:
         """Record the claimed release as done (giving back its slots); only the claim's holder can."""
         inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome)
-        ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters)
-        return ended or claim.lease.model_copy(
-            update={"status": claim.outcome, "released_at": datetime.fromtimestamp(epoch(now), UTC)}
+        ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
+        lease = claim.lease
+        return ended or lease.model_copy(
+            update={
+                "status": claim.outcome,
+                "released_at": datetime.fromtimestamp(epoch(now), UTC),
+                "cost_usd": accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
+            }
         )
 
     # --- readiness -----------------------------------------------------------------------------
@@ -242,7 +283,46 @@ class LeaseStore(LeaseReads, CounterBook):
             raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
         return lease_from_item(response["Attributes"])
 
+    def renew_reserving(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+    ) -> Lease | Limit:
+        """Renew, reserving the extension's spend on the owner's daily budget in the same transaction; the
+        budget's limit comes back when it would not take it (nothing written).
+
+        The lease is read first; the write holds only if it still expires when it was read, so the
+        reservation matches the extension exactly (a concurrent renew makes this one a 409, never a
+        double reservation). A lease without an owner or a price renews as always.
+        """
+        item = self._read_item(lease_id)
+        lease_owner = item.get("owner_id", {}).get("S")
+        if budget.per_day is None or lease_owner is None or "cost_per_hour" not in item:
+            return self.renew(lease_id, owner, ttl_seconds, now)
+        start = math.ceil(now.timestamp())
+        old_expiry = int(item["expires_epoch"]["N"])
+        new_expiry = start + (ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"]))
+        extra = spend_micros(micros(float(item["cost_per_hour"]["N"])), new_expiry - old_expiry)
+        if extra <= 0:
+            return self.renew(lease_id, owner, ttl_seconds, now)
+        counter = budgets.spend_counter(lease_owner, epoch(now))
+        expires = budgets.spend_expiry(epoch(now))
+        take = Limit(counter, micros(budget.per_day), extra, weighed=True, expires=expires)
+        held = budgets.extend(counters.held_by(item), take.counter, extra)
+        inputs = Inputs(
+            now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, seen_expiry=old_expiry, reweighed=held
+        )
+        update = {"Update": {**self._key(lease_id), **render(lifecycle.RENEW, inputs).request()}}
+        try:
+            full = self._transact([update, counters.take(self._counters(), take)])
+        except self._errors.ConditionalCheckFailedException as lost:
+            raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
+        return take if full is not None else self.get(lease_id)
+
     # --- internals -----------------------------------------------------------------------------
+
+    def _read_item(self, lease_id: str) -> Item:
+        response = self._call("GetItem", **self._key(lease_id), ConsistentRead=True)
+        item: Item = response.get("Item", {})
+        return item
 
     def _claim(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim:
         claim_id = uuid.uuid4().hex
@@ -267,9 +347,22 @@ class LeaseStore(LeaseReads, CounterBook):
         return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]), counters.held_by(item))
 
     def _end(
-        self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs, held: tuple[str, ...]
+        self,
+        transition: Transition,
+        lease_id: str,
+        now: datetime,
+        inputs: Inputs,
+        held: tuple[str, ...],
+        ended: Lease | None = None,
     ) -> Lease | None:
-        """End a lease; with held counters the same transaction gives their slots back (then None)."""
+        """End a lease; with held counters the same transaction gives their slots back (then None), and
+        adds what it cost to its owner's day (`ended`: the lease as claimed, which had a worker)."""
+        spent = 0
+        usage = None
+        if ended is not None and ended.cost_per_hour is not None:
+            seconds = max(0, epoch(now) - epoch(ended.created_at))
+            spent = spend_micros(micros(ended.cost_per_hour), seconds)
+            usage = self._usage_update(ended, seconds, now)
         bound = Inputs(
             now=epoch(now),
             reason=inputs.reason,
@@ -281,11 +374,15 @@ class LeaseStore(LeaseReads, CounterBook):
         final = transition.target or inputs.outcome
         try:
             if held:
-                self._transact([{"Update": update}, *(counters.give_back(self._counters(), c) for c in held)])
+                returned = budgets.returns(held, spent)
+                gives = [counters.give_back(self._counters(), c, amount) for c, amount in returned.items() if amount]
+                self._transact([{"Update": update}, *gives, *([usage] if usage else [])])
                 return None
             response = self._call(
                 "UpdateItem", **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
+            if usage:
+                self._add_usage(usage)
         except self._errors.ConditionalCheckFailedException as lost:
             old = self._lost_item(lost, lease_id)
             landed = final is not None and old.get("status", {}).get("S") == final.value and "live_shard" not in old

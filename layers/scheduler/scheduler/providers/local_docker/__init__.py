@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduler.config import API_VERSION, SettingsSection, setting
+from scheduler.config import API_VERSION, SettingsSection, rate, setting
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
@@ -30,6 +30,8 @@ class LocalDockerSettings(SettingsSection):
     renderer_image: str = setting("openalice/renderer:latest", parameter="RendererImage")
     anim_image: str = setting("openalice/anim:latest", parameter="AnimImage")
     worker_port: int = setting(8080, parameter="WorkerPort", low=1, high=65535)
+    # What one container costs per hour (USD): recorded on its lease, checked against a request's ceiling.
+    local_docker_cost_per_hour: float = setting(0, parameter="LocalDockerCostPerHour", parse=rate)
 
     def docker_environment(self) -> dict[str, str]:
         """The DOCKER_* variables, as the docker CLI (and `docker_engine.client.connect`) take them."""

@@ -27,6 +27,7 @@ from scheduler.providers.base import (
     LEASE_ID_LABEL,
     MANAGED_LABEL,
     ManagedWorker,
+    PriceAboveCeiling,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -37,6 +38,7 @@ from scheduler.providers.base import (
     StoppedWorker,
     WorkerGone,
     WorkerOutcomeUnknown,
+    above_ceiling,
     worker_name,
 )
 from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
@@ -70,6 +72,7 @@ def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
         network=settings.docker_network,
         worker_port=settings.worker_port,
         host_address=urlparse(environment.get("DOCKER_HOST", "")).hostname,
+        cost_per_hour=settings.local_docker_cost_per_hour,
     )
 
 
@@ -103,6 +106,7 @@ class LocalDockerProvider(Provider):
         network: str,
         worker_port: int,
         host_address: str | None = None,
+        cost_per_hour: float = 0.0,
     ) -> None:
         self._connect = connect
         self._client: EngineClient | None = None
@@ -111,6 +115,7 @@ class LocalDockerProvider(Provider):
         self._network = network
         self._worker_port = worker_port
         self._host_address = host_address or "127.0.0.1"
+        self._cost_per_hour = float(cost_per_hour)
 
     def available(self, request: LeaseRequest) -> bool:
         """CPU and single-GPU (`entry`) workers only; `mid`/`high` need a GPU cloud."""
@@ -118,6 +123,12 @@ class LocalDockerProvider(Provider):
 
     def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
         """Create and start the lease's container; remove it again if the start fails."""
+        if above_ceiling(self._cost_per_hour, lease):
+            raise PriceAboveCeiling(
+                f"a container costs {self._cost_per_hour:g} USD/h (LOCAL_DOCKER_COST_PER_HOUR),"
+                f" above the request's max_cost_per_hour {lease.max_cost_per_hour:g}",
+                self._cost_per_hour,
+            )
         deadline = or_never(deadline)
         client = self._api(deadline)
         name = worker_name(lease.lease_id)
@@ -163,7 +174,16 @@ class LocalDockerProvider(Provider):
             except _CONNECTION_ERRORS as error:
                 self._give_up(client, container_id, deadline, error)
             ready = self._ready_at_start(client, container_id)
-            return ProvisionedWorker(token=container_id, endpoint=self._endpoint(client, container_id), ready=ready)
+            return ProvisionedWorker(
+                token=container_id,
+                endpoint=self._endpoint(client, container_id),
+                cost_per_hour=self._cost_per_hour,
+                ready=ready,
+            )
+
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        """Every container costs LOCAL_DOCKER_COST_PER_HOUR."""
+        return self._cost_per_hour
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""

@@ -9,12 +9,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduler.config import Secret, SettingsSection, names, setting
+from scheduler.config import Secret, SettingsSection, names, one_of, setting
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
 
 NAME = "runpod"
+
+
+def regions(raw: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`eu=EU-RO-1,EU-SE-1;us=US-TX-3` → (("eu", ("EU-RO-1", "EU-SE-1")), ("us", ("US-TX-3",)))."""
+    parsed: dict[str, tuple[str, ...]] = {}
+    for part in (piece.strip() for piece in raw.split(";")):
+        if not part:
+            continue
+        region, sep, centers = part.partition("=")
+        region = region.strip()
+        if not sep or not region or not names(centers):
+            raise ValueError("must read region=DC1,DC2;region=DC3 (e.g. eu=EU-RO-1,EU-SE-1;us=US-TX-3)")
+        if region in parsed:
+            raise ValueError(f"names region {region!r} twice")
+        parsed[region] = names(centers)
+    return tuple(parsed.items())
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,10 @@ class RunPodSettings(SettingsSection):
         ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"), parameter="RunpodGpuTypesHigh", parse=names
     )
     runpod_http_port: int = setting(8080, parameter="RunpodHttpPort", low=1, high=65535)
+    # `listed`: a class's GPU types in the order above; `cheapest`: by catalog price, cheapest first.
+    runpod_gpu_order: str = setting("listed", parameter="RunpodGpuOrder", parse=one_of("listed", "cheapest"))
+    # Regions a request may name, each a list of RunPod data centers: `eu=EU-RO-1,EU-SE-1;us=US-TX-3`.
+    runpod_regions: tuple[tuple[str, tuple[str, ...]], ...] = setting((), parameter="RunpodRegions", parse=regions)
 
 
 SETTINGS = RunPodSettings

@@ -25,6 +25,7 @@ from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_t
 from scheduler.providers.base import (
     WORKER_NAME_PREFIX,
     ManagedWorker,
+    PriceAboveCeiling,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -33,9 +34,12 @@ from scheduler.providers.base import (
     Readiness,
     ReadinessState,
     WorkerGone,
+    WorkerOutcomeUnknown,
+    above_ceiling,
     worker_name,
 )
 from scheduler.providers.runpod import NAME, RunPodSettings
+from scheduler.providers.runpod.catalog import CATALOG, CatalogCache, Prices, parse_prices
 from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
 from scheduler.worker_logs import LogLine, LogQuery
 
@@ -95,6 +99,8 @@ def from_settings(settings: RunPodSettings) -> RunPodProvider:
         },
         http_port=settings.runpod_http_port,
         configured=settings.runpod_api_key is not None or bool(settings.runpod_api_key_secret_arn),
+        cheapest_first=settings.runpod_gpu_order == "cheapest",
+        regions=dict(settings.runpod_regions),
     )
 
 
@@ -136,6 +142,10 @@ class RunPodApi:
         self._api_key = api_key
         self._session = session or requests.Session()
         self._session.headers.update({"User-Agent": USER_AGENT, "Accept": "application/json"})
+
+    @property
+    def base_url(self) -> str:
+        return self._base
 
     def call(
         self, method: str, path: str, body: dict[str, Any] | None = None, until: float | None = None
@@ -206,6 +216,9 @@ class RunPodProvider(Provider):
         http_port: int,
         configured: bool = True,
         retry: RetryPolicy | None = None,
+        cheapest_first: bool = False,
+        regions: Mapping[str, tuple[str, ...]] | None = None,
+        catalog: CatalogCache | None = None,
     ) -> None:
         self._api = api
         self._templates = dict(templates)
@@ -213,6 +226,9 @@ class RunPodProvider(Provider):
         self._http_port = http_port
         self._configured = configured
         self._retry = retry or RetryPolicy()
+        self._cheapest_first = cheapest_first
+        self._regions = dict(regions or {})
+        self._catalog = catalog or CATALOG
         if not configured:
             logger.warning("runpod is in PROVIDERS but no API key is configured; it will serve nothing")
 
@@ -221,26 +237,97 @@ class RunPodProvider(Provider):
         return self._configured and bool(self._templates.get(request.kind)) and bool(self._gpu_types.get(request.gpu))
 
     def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
-        """Create the pod on the first GPU type RunPod can place, per RunPod's retry table, within `deadline`."""
+        """Create the pod on the first GPU type RunPod can place within the request's price ceiling and
+        region, per RunPod's retry table, within `deadline`."""
         name = worker_name(lease.lease_id)
-        body_without_gpu = {
+        body_without_gpu: dict[str, Any] = {
             "name": name,
             "templateId": self._templates[lease.kind],
             "env": {**env, "LEASE_ID": lease.lease_id, "LEASE_EXPIRES_AT": format_time(lease.expires_at)},
         }
+        if lease.region is not None and lease.region in self._regions:
+            body_without_gpu["dataCenterIds"] = list(self._regions[lease.region])
         retry_until = min(time.monotonic() + self._retry.total_seconds, or_never(deadline).at)
+        gpu_ids = list(self._gpu_types.get(lease.gpu, ()))
+        prices = self._prices(retry_until) if lease.max_cost_per_hour is not None or self._cheapest_first else None
+        if prices is not None:
+            gpu_ids = prices.ordered(gpu_ids, self._cheapest_first)
         refusals: list[str] = []
-        for gpu_id in self._gpu_types.get(lease.gpu, ()):
+        seen: list[float] = []
+        for gpu_id in gpu_ids:
+            listed = prices.of(gpu_id) if prices is not None else None
+            if listed is not None:
+                seen.append(listed)
+            if above_ceiling(listed, lease):
+                refusals.append(f"{gpu_id}: {listed:g} USD/h in RunPod's catalog, above max_cost_per_hour")
+                continue
             if time.monotonic() >= retry_until:
                 raise ProviderUnreachable(
                     f"RunPod: no time left to try {gpu_id} ({' | '.join(refusals) or 'none tried'})"
                 )
             body = {**body_without_gpu, "gpu": {"id": gpu_id, "count": 1}}
             answer = self._create_one(name, body, retry_until)
+            if isinstance(answer, ProvisionedWorker) and above_ceiling(answer.cost_per_hour, lease):
+                seen.append(answer.cost_per_hour or 0.0)
+                self._delete_over_ceiling(lease.lease_id, answer)
+                refusals.append(f"{gpu_id}: the pod bills {answer.cost_per_hour:g} USD/h, above max_cost_per_hour")
+                continue
             if isinstance(answer, ProvisionedWorker):
                 return answer
             refusals.append(f"{gpu_id}: {answer}")
-        raise ProviderCapacityError(f"RunPod could not place any GPU type for {lease.gpu}: {' | '.join(refusals)}")
+        message = f"RunPod could not place any GPU type for {lease.gpu}: {' | '.join(refusals) or 'none configured'}"
+        if lease.max_cost_per_hour is not None and any("above max_cost_per_hour" in why for why in refusals):
+            raise PriceAboveCeiling(message, min(seen) if seen else None)
+        raise ProviderCapacityError(message)
+
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        """The dearest catalog price among the class's GPU types that fit the ceiling (the ceiling itself
+        when a type has no listed price; None when the catalog cannot be read and there is no ceiling)."""
+        ceiling = request.max_cost_per_hour
+        try:
+            prices = self._prices(min(time.monotonic() + 5.0, or_never(deadline).at))
+        except Exception:  # noqa: BLE001 - an estimate: never fail the acquire over it
+            prices = None
+        if prices is None:
+            return ceiling
+        listed = [prices.of(gpu_id) for gpu_id in self._gpu_types.get(request.gpu, ())]
+        if any(price is None for price in listed):
+            return ceiling
+        fitting = [price for price in listed if price is not None and (ceiling is None or price <= ceiling)]
+        return max(fitting) if fitting else ceiling
+
+    def regions(self) -> tuple[str, ...] | None:
+        """RUNPOD_REGIONS' names (None when none are configured: a request's region is not used)."""
+        return tuple(self._regions) or None
+
+    def _prices(self, until: float) -> Prices | None:
+        """The catalog's prices (cached per execution environment), None when RunPod will not say."""
+
+        def fetch() -> Prices | None:
+            try:
+                response = self._api.call("GET", "/v2/catalog/gpus", until=until)
+            except (_Transient, ProviderUnreachable) as error:
+                logger.warning("RunPod's GPU catalog could not be read", extra={"error": str(error)})
+                return None
+            prices = parse_prices(response.body) if response.status == 200 else None
+            if prices is None:
+                logger.warning("RunPod's GPU catalog answered without prices", extra={"status": response.status})
+            return prices
+
+        return self._catalog.get(self._api.base_url, fetch)
+
+    def _delete_over_ceiling(self, lease_id: str, worker: ProvisionedWorker) -> None:
+        """A pod that bills above the ceiling is removed at once; if that cannot be confirmed, the lease
+        stays pending and the reconciler removes it."""
+        logger.warning(
+            "the pod bills above the request's ceiling; deleting it", extra={"pod": worker.token, "lease_id": lease_id}
+        )
+        try:
+            self.release(lease_id, worker.token)
+        except (ProviderRequestFailed, ProviderUnreachable) as error:
+            raise WorkerOutcomeUnknown(
+                f"RunPod pod {worker.token} bills above the ceiling and was not removed: {error}"
+            ) from error
 
     def _create_one(self, name: str, body: dict[str, Any], deadline: float) -> ProvisionedWorker | str:
         """The worker, or why this GPU type was skipped; raises when no candidate can succeed."""

@@ -1,0 +1,23 @@
+"""GET /v1/usage — what leases cost per owner over a range of UTC days."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.leases.usage import usage_report
+from scheduler.models import UsageQuery
+from scheduler.runtime import Runtime
+
+logger = Logger()
+metrics = Metrics()
+runtime = Runtime.from_environment().warm("store")
+
+
+@logger.inject_lambda_context(clear_state=True, log_event=False)
+@metrics.log_metrics
+@http_endpoint
+def lambda_handler(request: HttpRequest, context: Any) -> Response:
+    """Totals of the leases that ended on the days `since`..`until`, grouped by owner, kind or provider."""
+    query = parse_model(UsageQuery, dict(request.queryStringParameters), what="query")
+    return json_response(200, usage_report(query, runtime.store, runtime.clock))

@@ -1,0 +1,38 @@
+"""Usage: what leases cost per owner over a range of UTC days, grouped by owner, kind or provider."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+
+from scheduler.clock import Clock, utc_now
+from scheduler.costs import usd
+from scheduler.models import UsageGrouping, UsageQuery
+from scheduler.store import LeaseStore
+
+Total = dict[str, object]
+
+
+def usage_report(query: UsageQuery, store: LeaseStore, clock: Clock = utc_now) -> dict[str, object]:
+    """`{"usage": [...], "since", "until"}` for the leases that ended on those days (defaults: today; a
+    range that ends before it starts holds no day, so no totals)."""
+    today = clock().date()
+    since = date.fromisoformat(query.since) if query.since else today
+    until = date.fromisoformat(query.until) if query.until else max(today, since)
+    totals: dict[tuple[str | None, str | None], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for stored in store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
+        detail = {UsageGrouping.KIND: stored.kind, UsageGrouping.PROVIDER: stored.provider}.get(query.group_by)
+        total = totals[(stored.owner_id, detail)]
+        total[0] += stored.leases
+        total[1] += stored.lease_seconds
+        total[2] += stored.cost_micros
+    rows: list[Total] = []
+    for (owner, detail), (leases, seconds, cost) in sorted(
+        totals.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")
+    ):
+        row: Total = {"owner_id": owner}
+        if query.group_by is not UsageGrouping.OWNER:
+            row[query.group_by.value] = detail
+        row.update({"leases": leases, "lease_seconds": seconds, "cost_usd": usd(cost)})
+        rows.append(row)
+    return {"usage": rows, "since": since.isoformat(), "until": until.isoformat()}

@@ -1,0 +1,105 @@
+"""The cost settings parse as documented, and the pure pieces of cost control: the catalog's prices, the
+budget counters' arithmetic, the usage table's retention."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.budgets import OwnerBudgets, returns
+from scheduler.config import Settings
+from scheduler.costs import micros, spend_micros
+from scheduler.errors import ConfigurationError
+from scheduler.providers.local_docker import LocalDockerSettings
+from scheduler.providers.runpod import RunPodSettings
+from scheduler.providers.runpod.catalog import CatalogCache, Prices, parse_prices
+
+
+@pytest.mark.parametrize(
+    ("environ", "variable"),
+    [
+        ({"MAX_COST_PER_HOUR_PER_OWNER": "-1"}, "MAX_COST_PER_HOUR_PER_OWNER"),
+        ({"MAX_COST_PER_HOUR_PER_OWNER": "0"}, "MAX_COST_PER_HOUR_PER_OWNER"),
+        ({"MAX_SPEND_PER_OWNER_PER_DAY": "lots"}, "MAX_SPEND_PER_OWNER_PER_DAY"),
+        ({"MAX_SPEND_PER_OWNER_PER_DAY": "inf"}, "MAX_SPEND_PER_OWNER_PER_DAY"),
+        ({"LOCAL_DOCKER_COST_PER_HOUR": "-0.5"}, "LOCAL_DOCKER_COST_PER_HOUR"),
+        ({"PROVIDERS": "runpod", "RUNPOD_GPU_ORDER": "random"}, "RUNPOD_GPU_ORDER"),
+        ({"PROVIDERS": "runpod", "RUNPOD_REGIONS": "eu"}, "RUNPOD_REGIONS"),
+        ({"PROVIDERS": "runpod", "RUNPOD_REGIONS": "eu=A;eu=B"}, "RUNPOD_REGIONS"),
+    ],
+)
+def test_a_bad_cost_setting_refuses_to_start_naming_the_variable(environ: dict[str, str], variable: str) -> None:
+    with pytest.raises(ConfigurationError, match=variable):
+        Settings.from_environ(environ)
+
+
+def test_cost_settings_parse_as_documented() -> None:
+    settings = Settings.from_environ(
+        {
+            "PROVIDERS": "local-docker,runpod",
+            "MAX_COST_PER_HOUR_PER_OWNER": "12.5",
+            "LOCAL_DOCKER_COST_PER_HOUR": "0",
+            "RUNPOD_GPU_ORDER": "cheapest",
+            "RUNPOD_REGIONS": "eu=EU-RO-1, EU-SE-1; us=US-TX-3",
+        }
+    )
+    runpod = settings.section("runpod", RunPodSettings)
+    assert (settings.max_cost_per_hour_per_owner, settings.max_spend_per_owner_per_day) == (12.5, None)
+    assert settings.section("local-docker", LocalDockerSettings).local_docker_cost_per_hour == 0
+    assert runpod.runpod_gpu_order == "cheapest"
+    assert runpod.runpod_regions == (("eu", ("EU-RO-1", "EU-SE-1")), ("us", ("US-TX-3",)))
+
+
+def test_catalog_prices_are_the_secure_ones_and_garbage_is_ignored() -> None:
+    body = {
+        "gpus": [
+            {"id": "A", "price": {"secure": 0.69, "community": 0.31}},
+            {"id": "B", "price": {"secure": "cheap"}},
+            {"id": "C", "price": {"secure": True}},
+            {"id": "D"},
+            "not a gpu",
+        ]
+    }
+    assert parse_prices(body) == Prices({"A": 0.69})
+    assert parse_prices({"detail": "nope"}) is None
+
+
+def test_cheapest_first_puts_unpriced_types_last_in_their_listed_order() -> None:
+    prices = Prices({"A": 2.0, "B": 0.5})
+    assert prices.ordered(["X", "A", "Y", "B"], cheapest_first=True) == ["B", "A", "X", "Y"]
+    assert prices.ordered(["X", "A", "Y", "B"], cheapest_first=False) == ["X", "A", "Y", "B"]
+
+
+def test_the_catalog_is_asked_again_once_stale_and_a_failed_read_keeps_the_last_prices() -> None:
+    now = [0.0]
+    cache = CatalogCache(max_age=300, clock=lambda: now[0])
+    answers: list[Prices | None] = [Prices({"A": 1.0}), None]
+    assert cache.get("url", lambda: answers.pop(0)) == Prices({"A": 1.0})
+    now[0] = 301
+    assert cache.get("url", lambda: answers.pop(0)) == Prices({"A": 1.0})  # RunPod failed: the last list stands
+    assert answers == []
+
+
+def test_an_early_end_gives_back_the_unused_spend_latest_day_first_and_the_hourly_cost_whole() -> None:
+    held = ["cost#anim@690000", "owner#anim", "spend#2026-11-30#anim@690000", "spend#2026-12-01#anim@345000"]
+    back = returns(held, spent=spend_micros(690_000, 1800 + 900))  # billed 45 minutes: 517 500
+    assert back == {
+        "cost#anim": 690_000,
+        "owner#anim": 1,
+        "spend#2026-12-01#anim": 345_000,
+        "spend#2026-11-30#anim": 172_500,
+    }
+
+
+def test_budgets_count_whole_micro_dollars_rounded_up() -> None:
+    assert (micros(0.69), micros(0.0000001), spend_micros(690_000, 1)) == (690_000, 1, 192)
+    limits = OwnerBudgets(per_hour=5.0, per_day=20.0).limits("anim", 0.69, 3600, 1796011200)
+    assert [(limit.held, limit.maximum) for limit in limits] == [
+        ("cost#anim@690000", 5_000_000),
+        ("spend#2026-11-30#anim@690000", 20_000_000),
+    ]
+    assert OwnerBudgets(per_hour=5.0).limits(None, 0.69, 3600, 0) == []
+
+
+def test_a_days_spend_counter_goes_a_few_days_after_its_day() -> None:
+    (spend,) = OwnerBudgets(per_day=20.0).limits("anim", 0.69, 3600, 1796011200)  # 2026-11-30T04:00:00Z
+    assert spend.expires == 1796342400  # 2026-12-04T00:00:00Z
