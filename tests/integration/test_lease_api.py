@@ -87,6 +87,8 @@ def test_acquired_lease_has_every_contract_field(stack: RunningStack) -> None:
         "ttl_seconds",
         "cost_per_hour",
         "failure_reason",
+        "worker_state",
+        "ready_at",
         "max_cost_per_hour",
         "cost_usd",
     }

@@ -234,7 +234,8 @@ def test_the_logs_of_a_pod_through_the_api(runpod_stack: RunningStack, runpod: F
     response = runpod_stack.request("GET", f"/v1/lease/{lease['lease_id']}/logs", owner="gpu-logs")
 
     assert response.status_code == 200, response.text
-    assert response.text.endswith("CUDA ready\nframe 1 rendered\n")
+    worker_lines = [line for line in response.text.splitlines() if not line.startswith("[system] ")]
+    assert worker_lines[-2:] == ["CUDA ready", "frame 1 rendered"]  # RunPod's boot lines may come between
     assert "[system] " in response.text  # RunPod's own lines about the pod, marked
 
 
