@@ -24,6 +24,7 @@ from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
 from devstack.dynamodb_front import ITEMS, Faults
 from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
+from devstack.lambda_api import LocalLambdaApi
 from devstack.lambdas import FunctionError, LocalLambda
 from devstack.schedules import Schedule
 from devstack.streams import StreamMapping
@@ -242,8 +243,17 @@ class LocalStack:
             for function in self.template.functions
         }
         self._write_env_file(environments["AcquireLeaseFunction"])
+        # The Lambda Invoke API the functions reach (the sweep hands unfinished work on to itself through it).
+        invoke_api = LocalLambdaApi(LocalLambda({}, {}))
+        for environment in environments.values():
+            environment["AWS_ENDPOINT_URL_LAMBDA"] = invoke_api.endpoint_url
         lambdas = LocalLambda(self.template.functions, environments)
+        invoke_api.lambdas = lambdas
         self._cleanups.append(lambdas.stop)
+        self._cleanups.append(invoke_api.server_close)
+        self._cleanups.append(invoke_api.shutdown)
+        threading.Thread(target=invoke_api.serve_forever, name="lambda-api", daemon=True).start()
+        _progress(f"Lambda Invoke API (asynchronous self-invocation) on {invoke_api.endpoint_url}")
         for function in ("AuthorizerFunction", "AcquireLeaseFunction"):
             try:
                 lambdas.pools[function].warm()

@@ -1,11 +1,16 @@
 """Scheduled sweep: release every live lease past its expiry (TTL deletion can lag by days), and end
-every lease whose worker stopped (one cheap listing per provider that offers one)."""
+every lease whose worker stopped (one cheap listing per provider that offers one).
+
+Due leases are released concurrently (SWEEP_CONCURRENCY at a time, at most SWEEP_BATCH_SIZE per run);
+a run that cannot finish hands the rest on to another invocation of this function at once.
+"""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from scheduler.handoff import hop_of
 from scheduler.leases.liveness import fail_stopped_workers
 from scheduler.leases.sweep import sweep
 from scheduler.observability.metrics import count, lease_ended
@@ -21,26 +26,50 @@ runtime = Runtime.from_environment().warm("store", "providers", "limits")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report what it ended, how late, and how many leases are live."""
     deadline = background_deadline(context)
-    store, providers, emitted = runtime.store, runtime.providers, runtime.metrics
-    report = sweep(store, providers, runtime.clock, deadline=deadline)
+    store, providers, emitted, settings = runtime.store, runtime.providers, runtime.metrics, runtime.settings
+    hop = hop_of(event)
+    report = sweep(
+        store,
+        providers,
+        runtime.clock,
+        limit=settings.sweep_batch_size,
+        deadline=deadline,
+        concurrency=settings.sweep_concurrency,
+    )
+    handed_on = report.more and runtime.handoff.hand_on(context.function_name, hop + 1)
     for lease, lag in zip(report.ended, report.lag_seconds, strict=True):
         lease_ended(emitted, lease)
         emitted.emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
-    stopped = fail_stopped_workers(store, providers, runtime.clock, deadline=deadline)
-    for lease in stopped.ended:
-        lease_ended(emitted, lease)
-        count(emitted, "GhostLease", provider=lease.provider, kind=lease.kind.value)
+    stopped_ended = 0
+    if hop == 0:  # once per scheduled run; a hand-off only carries on with due leases
+        stopped = fail_stopped_workers(store, providers, runtime.clock, deadline=deadline)
+        stopped_ended = len(stopped.ended)
+        for lease in stopped.ended:
+            lease_ended(emitted, lease)
+            count(emitted, "GhostLease", provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
-    if runtime.limits.provider_caps:  # counted providers: an exact figure every minute (else the reconciler's)
+    if handed_on:
+        metrics.add_metric(name="SweepHandoff", unit=MetricUnit.Count, value=1)
+    if hop == 0 and runtime.limits.provider_caps:  # counted providers: an exact figure every minute
         capped = [f"provider#{name}" for name in runtime.limits.provider_caps]
         for counter, live in store.counters(capped).items():
             emitted.emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
     logger.info(
         "sweep finished",
-        extra={"ended": len(report.ended), "failed": len(report.failed_releases), "stopped": len(stopped.ended)},
+        extra={
+            "ended": len(report.ended),
+            "failed": len(report.failed_releases),
+            "stopped": stopped_ended,
+            "unreached": report.unreached,
+            "handed_on": handed_on,
+            "hop": hop,
+        },
     )
-    return {
+    answer = {
         "ended": len(report.ended),
         "failed_releases": len(report.failed_releases),
-        "stopped_workers_failed": len(stopped.ended),
+        "stopped_workers_failed": stopped_ended,
     }
+    if report.more:
+        answer["handed_on"] = int(handed_on)
+    return answer

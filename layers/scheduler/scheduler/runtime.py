@@ -16,6 +16,7 @@ from scheduler.config import Settings, get_settings
 from scheduler.deadline import Deadline
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
+    from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.liveness import ReadCheck
     from scheduler.limits import LeaseLimits
@@ -31,7 +32,7 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check")
+_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "handoff")
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -117,6 +118,13 @@ class Runtime:
         return ReadCheck(
             self.store, self.providers, interval_seconds=self.settings.worker_read_check_seconds, clock=self.clock
         )
+
+    @cached_property
+    def handoff(self) -> Handoff:
+        """Where a scheduled run hands on what it could not finish: its own function, invoked asynchronously."""
+        from scheduler.handoff import LambdaHandoff
+
+        return LambdaHandoff()
 
 
 def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
