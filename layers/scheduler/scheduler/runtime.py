@@ -84,8 +84,15 @@ class Runtime:
 
         metrics, tracing = self.metrics, self.settings.tracing
         return ConfiguredProviders(
-            self.settings, wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing)
+            self.settings,
+            wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing),
+            host_slots=self._host_slots,
         )
+
+    def _host_slots(self) -> Any:
+        from scheduler.store.host_slots import StoreHostSlots
+
+        return StoreHostSlots(self.store)
 
     @cached_property
     def limits(self) -> LeaseLimits:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scheduler.config import API_VERSION, SettingsSection, setting
+from scheduler.providers.local_docker.hosts import DockerHostSpec, parse_hosts
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
+    from scheduler.providers.local_docker.fleet import HostSlots
 
 NAME = "local-docker"
 
@@ -30,6 +32,17 @@ class LocalDockerSettings(SettingsSection):
     renderer_image: str = setting("openalice/renderer:latest", parameter="RendererImage")
     anim_image: str = setting("openalice/anim:latest", parameter="AnimImage")
     worker_port: int = setting(8080, parameter="WorkerPort", low=1, high=65535)
+    # A fleet: a JSON list of hosts (`hosts.py`); DOCKER_HOST, when also set, joins it as host "default".
+    docker_hosts: tuple[DockerHostSpec, ...] = setting((), parameter="DockerHosts", parse=parse_hosts)
+
+    def fleet(self) -> tuple[DockerHostSpec, ...]:
+        """The hosts of the fleet (none: the single host of DOCKER_HOST, as before)."""
+        if not self.docker_hosts:
+            return ()
+        if self.docker_host and all(spec.name != "default" for spec in self.docker_hosts):
+            single = DockerHostSpec("default", self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
+            return (*self.docker_hosts, single)
+        return self.docker_hosts
 
     def docker_environment(self) -> dict[str, str]:
         """The DOCKER_* variables, as the docker CLI (and `docker_engine.client.connect`) take them."""
@@ -46,8 +59,12 @@ SETTINGS = LocalDockerSettings
 CHECKED_ON_READ = True
 
 
-def build(settings: LocalDockerSettings) -> Provider:
-    """The driver (imports the Docker SDK)."""
-    from scheduler.providers.local_docker.driver import from_settings
+# `build` takes the hosts' slot counters (a fleet's caps are atomic, kept in the store).
+USES_HOST_SLOTS = True
 
-    return from_settings(settings)
+
+def build(settings: LocalDockerSettings, slots: HostSlots | None = None) -> Provider:
+    """The driver (imports the Docker SDK): one host, or a fleet when DOCKER_HOSTS is set."""
+    from scheduler.providers.local_docker.driver import fleet_from_settings, from_settings
+
+    return fleet_from_settings(settings, slots) if settings.docker_hosts else from_settings(settings)
