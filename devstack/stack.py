@@ -87,6 +87,8 @@ def docker_target(state_dir: Path) -> DockerTarget:
 
     Without RENDERER_IMAGE/ANIM_IMAGE the busybox dev worker image is imported on the chosen host.
     """
+    if os.environ.get("DOCKER_HOSTS", "").strip():
+        return _fleet_target()
     if os.environ.get("DOCKER_HOST"):
         _progress(f"Docker host from the environment: {os.environ['DOCKER_HOST']}")
         target = DockerTarget({})
@@ -104,6 +106,20 @@ def docker_target(state_dir: Path) -> DockerTarget:
 
 
 _LOCAL_ENGINE = "unix:///var/run/docker.sock"
+
+
+def _fleet_target() -> DockerTarget:
+    """DOCKER_HOSTS: a fleet, passed to the functions as it is; the dev worker images imported on each host."""
+    from scheduler.providers.local_docker.hosts import parse_hosts
+
+    hosts = parse_hosts(os.environ["DOCKER_HOSTS"])
+    for spec in hosts:
+        cap = "no cap" if spec.max_leases is None else f"max {spec.max_leases} leases"
+        _progress(f"fleet host {spec.name}: {spec.host} ({cap}, gpus {','.join(spec.gpus)})")
+    if not (os.environ.get("RENDERER_IMAGE") and os.environ.get("ANIM_IMAGE")):
+        for spec in hosts:
+            _ensure_dev_images({**os.environ, **spec.docker_environment()})
+    return DockerTarget({})
 
 
 def _default_name(table_id: str) -> str:

@@ -14,6 +14,7 @@ from scheduler.handoff import hop_of
 from scheduler.leases.liveness import fail_stopped_workers
 from scheduler.leases.sweep import sweep
 from scheduler.observability.metrics import count, lease_ended
+from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.runtime import Runtime, background_deadline
 
 logger = Logger()
@@ -54,6 +55,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         capped = [f"provider#{name}" for name in runtime.limits.provider_caps]
         for counter, live in store.counters(capped).items():
             emitted.emit("ActiveLeases", MetricUnit.Count, live, provider=counter.removeprefix("provider#"))
+    if hop == 0:
+        host_leases(store, emitted)
     logger.info(
         "sweep finished",
         extra={
@@ -73,3 +76,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     if report.more:
         answer["handed_on"] = int(handed_on)
     return answer
+
+
+def host_leases(store: Any, emitted: Any) -> None:
+    """HostLeases per Docker host of a fleet, from the hosts' counters (one BatchGetItem), every minute."""
+    if "local-docker" not in runtime.settings.providers:
+        return
+    hosts = runtime.settings.section("local-docker", LocalDockerSettings).fleet()
+    if hosts:
+        live = store.counters([spec.counter("local-docker") for spec in hosts])
+        for spec in hosts:
+            emitted.emit("HostLeases", MetricUnit.Count, live[spec.counter("local-docker")], host=spec.name)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
@@ -194,3 +196,24 @@ def test_a_sweep_that_finishes_hands_nothing_on(
     report = function("sweep_expired", runtime)(event("sweep_expired"))
 
     assert "handed_on" not in report and handoff.hops == []
+
+
+@pytest.mark.moto_only("the counters are read with the lease store's counters table beside it")
+def test_the_sweep_reports_live_leases_per_docker_host_of_a_fleet(
+    function: Callable[[str], Function], limited_store: LeaseStore, metrics: RecordedMetrics
+) -> None:
+    from scheduler.providers.local_docker import LocalDockerSettings
+    from scheduler.providers.local_docker.hosts import DockerHostSpec
+
+    fleet = (DockerHostSpec("a", "tcp://127.0.0.1:1", max_leases=2), DockerHostSpec("b", "tcp://127.0.0.1:2"))
+    runtime = later(
+        limited_store,
+        memory_provider(),
+        metrics,
+        counters_table=str(limited_store.counters_table),
+        sections={"local-docker": LocalDockerSettings(docker_hosts=fleet)},
+    )
+
+    function("sweep_expired", runtime)(event("sweep_expired"))
+
+    assert metrics.of("HostLeases") == [{"host": "a", "value": 0}, {"host": "b", "value": 0}]
