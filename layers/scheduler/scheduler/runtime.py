@@ -86,13 +86,8 @@ class Runtime:
         return ConfiguredProviders(
             self.settings,
             wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing),
-            host_slots=self._host_slots,
+            store=lambda: self.store,
         )
-
-    def _host_slots(self) -> Any:
-        from scheduler.store.host_slots import StoreHostSlots
-
-        return StoreHostSlots(self.store)
 
     @cached_property
     def limits(self) -> LeaseLimits:

@@ -28,7 +28,7 @@ class ConfiguredProviders:
         settings: Settings,
         factories: dict[str, ProviderFactory] | None = None,
         wrap: Callable[[Provider], Provider] | None = None,
-        host_slots: Callable[[], Any] | None = None,
+        store: Callable[[], Any] | None = None,
     ) -> None:
         unknown = [name for name in settings.providers if name not in PROVIDERS and name not in (factories or {})]
         if unknown:
@@ -40,7 +40,7 @@ class ConfiguredProviders:
         self._settings = settings
         self._factories = dict(factories or {})
         self._wrap = wrap
-        self._host_slots = host_slots  # the store's slot counters, for a driver whose hosts have caps
+        self._store = store  # the lease store, for drivers that keep shared counters (host slots, API budget)
         self._built: dict[str, Provider] = {}
         self._lock = Lock()
 
@@ -80,8 +80,8 @@ class ConfiguredProviders:
         else:
             package = provider_package(name)
             section = self._settings.section(name, package.SETTINGS)
-            if getattr(package, "USES_HOST_SLOTS", False):
-                driver = package.build(section, self._host_slots() if self._host_slots else None)
+            if getattr(package, "USES_STORE", False):
+                driver = package.build(section, self._store() if self._store else None)
             else:
                 driver = package.build(section)
         return self._wrap(driver) if self._wrap else driver

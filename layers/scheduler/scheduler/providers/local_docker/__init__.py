@@ -15,6 +15,7 @@ from scheduler.providers.local_docker.hosts import DockerHostSpec, parse_hosts
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
     from scheduler.providers.local_docker.fleet import HostSlots
+    from scheduler.store import LeaseStore
 
 NAME = "local-docker"
 
@@ -59,12 +60,19 @@ SETTINGS = LocalDockerSettings
 CHECKED_ON_READ = True
 
 
-# `build` takes the hosts' slot counters (a fleet's caps are atomic, kept in the store).
-USES_HOST_SLOTS = True
+# `build` takes the lease store: a fleet's per-host caps are counters there, as atomic as provider caps.
+USES_STORE = True
 
 
-def build(settings: LocalDockerSettings, slots: HostSlots | None = None) -> Provider:
+def build(settings: LocalDockerSettings, store: LeaseStore | None = None) -> Provider:
     """The driver (imports the Docker SDK): one host, or a fleet when DOCKER_HOSTS is set."""
     from scheduler.providers.local_docker.driver import fleet_from_settings, from_settings
 
-    return fleet_from_settings(settings, slots) if settings.docker_hosts else from_settings(settings)
+    if not settings.docker_hosts:
+        return from_settings(settings)
+    slots: HostSlots | None = None
+    if store is not None:
+        from scheduler.store.host_slots import StoreHostSlots
+
+        slots = StoreHostSlots(store)
+    return fleet_from_settings(settings, slots)
