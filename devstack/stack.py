@@ -258,11 +258,11 @@ class LocalStack:
             function: {**self.template.environment_of(function, tables), **local}
             for function in self.template.functions
         }
-        self._write_env_file(environments["AcquireLeaseFunction"])
         # The Lambda Invoke API the functions reach (the sweep hands unfinished work on to itself through it).
         invoke_api = LocalLambdaApi(LocalLambda({}, {}))
         for environment in environments.values():
             environment["AWS_ENDPOINT_URL_LAMBDA"] = invoke_api.endpoint_url
+        self._write_env_file(environments["AcquireLeaseFunction"])
         lambdas = LocalLambda(self.template.functions, environments)
         invoke_api.lambdas = lambdas
         self._cleanups.append(lambdas.stop)

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from tests.support.engine29_proxy import Engine29Proxy
@@ -87,3 +88,41 @@ def test_forty_leases_expiring_together_on_a_slow_engine_are_all_gone_within_an_
     assert gone_after <= SWEEP_INTERVAL_SECONDS + SLACK_SECONDS
     statuses = {burst_stack.request("GET", f"/v1/lease/{lease_id}").json()["lease"]["status"] for lease_id in ids}
     assert statuses == {"expired"}
+
+
+@pytest.fixture(scope="module")
+def small_batch_stack(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(
+        tmp_path_factory.mktemp("handoff"),
+        docker_env=docker_host.env(),
+        extra_env={"SWEEP_INTERVAL_SECONDS": "3600", "RECONCILE_INTERVAL_SECONDS": "3600", "SWEEP_BATCH_SIZE": "4"},
+    )
+    yield running
+    running.stop()
+
+
+@pytest.mark.slow
+def test_a_sweep_with_more_due_than_its_batch_hands_the_rest_on_through_the_lambda_api(
+    small_batch_stack: RunningStack, docker_client: Any
+) -> None:
+    answers = [small_batch_stack.acquire(ttl_seconds=2, owner_id="batch") for _ in range(10)]
+    ids = {answer.json()["lease"]["lease_id"] for answer in answers}
+    time.sleep(2.5)  # all due now; no scheduled sweep will come (interval 3600 s)
+
+    env = small_batch_stack.functions_env()
+    client = boto3.client(
+        "lambda",
+        endpoint_url=env["AWS_ENDPOINT_URL_LAMBDA"],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    # What the schedule would send, through the same Lambda Invoke API the hand-offs use.
+    client.invoke(FunctionName="SweepExpiredFunction", InvocationType="Event", Payload=b'{"source": "aws.events"}')
+
+    def ours_left() -> set[str]:
+        containers = docker_client.api.containers(all=True, filters={"label": LEASE_LABEL})
+        return {container["Labels"][LEASE_LABEL] for container in containers} & ids
+
+    wait_for(lambda: not ours_left(), timeout=60, what="every container removed by the chain of sweeps")
+    assert small_batch_stack.logs().count("handed the rest on") >= 2  # 10 due, 4 per invocation

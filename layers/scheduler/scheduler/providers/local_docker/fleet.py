@@ -139,12 +139,13 @@ class DockerFleet(Provider):
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         host, bare = split_token(token) if token else (None, None)
         if host is not None and host in self._members:
-            self._members[host].release(lease_id, bare, deadline)
+            # Bounded per host: a hung host must not hold a sweep thread for the whole run.
+            self._members[host].release(lease_id, bare, self._host_deadline(deadline))
             return
         failures = []
         for spec in self.specs:  # no token, or one from before the fleet: look on every host
             try:
-                self._members[spec.name].release(lease_id, bare, deadline)
+                self._members[spec.name].release(lease_id, bare, self._host_deadline(deadline))
             except (ProviderRequestFailed, ProviderUnreachable) as error:
                 failures.append(f"{spec.name}: {error}")
         if failures:
