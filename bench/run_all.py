@@ -45,6 +45,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], bool]] = {
     "round_trips": ([], [], False),
     "overhead": (["--iterations", "150"], ["--iterations", "3", "--warmup", "1", "--live-leases", "3"], False),
     "sweep_cost": ([], ["--sizes", "10,30", "--quota-sizes", "10,30"], False),
+    "sweep_burst": ([], ["--leases", "20", "--release-seconds", "0.05", "--small-batch", "8"], False),
+    "scale_out": ([], ["--acquires", "6", "--caps", "2,2", "--runpod-leases", "3"], False),
     "provisioning": (
         [],
         ["--cycles-c1", "2", "--cycles-c8", "8", "--reps", "1", "--warmup-cycles", "2"],

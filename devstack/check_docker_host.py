@@ -3,6 +3,7 @@
     scripts/check-docker-host                           # DOCKER_HOST, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY
     scripts/check-docker-host --cert-path docker-tls --host tcp://docker.example.internal:2376
     scripts/check-docker-host --image openalice/renderer:1.4
+    DOCKER_HOSTS='[{"name": "a", "host": "tcp://...", "cert_path": "..."}]' scripts/check-docker-host  # each host
 
 It connects exactly as the local-docker driver does (same TLS checks, same API version negotiation),
 shows the engine's version and API range, looks at all three certificates (the CA's keyUsage, expiry,
@@ -10,6 +11,9 @@ whether the server certificate names the host and is signed by ca.pem, whether t
 is for clientAuth), then creates, starts and removes a small container from `--image` (default
 $RENDERER_IMAGE, else openalice/renderer:latest; it must already be on the host). Every problem
 comes with what to fix. Exit status 0 when the host works (warnings allowed), 1 otherwise.
+
+With DOCKER_HOSTS set (a fleet) and no --host, every host of the fleet is checked in turn, each with
+its own certificates; the exit status is 1 when any of them fails.
 """
 
 from __future__ import annotations
@@ -477,6 +481,8 @@ def main(argv: list[str] | None = None, environment: Mapping[str, str] | None = 
     # The driver's own log lines (e.g. its keyUsage warning) would repeat what the report says.
     logging.getLogger().addHandler(logging.NullHandler())
     env = dict(os.environ if environment is None else environment)
+    if env.get("DOCKER_HOSTS", "").strip() and not args.host:
+        return _check_fleet(env, args, out)
     target = Target.from_environment(
         env,
         host=args.host,
@@ -490,6 +496,39 @@ def main(argv: list[str] | None = None, environment: Mapping[str, str] | None = 
     report = check(target)
     report.render(out)
     return 1 if report.failed else 0
+
+
+def _check_fleet(env: dict[str, str], args: argparse.Namespace, out: TextIO) -> int:
+    """Every host of DOCKER_HOSTS, one report each, and a one-line verdict per host at the end."""
+    from scheduler.providers.local_docker.hosts import parse_hosts
+
+    try:
+        hosts = parse_hosts(env["DOCKER_HOSTS"])
+    except ValueError as error:
+        out.write(f"DOCKER_HOSTS is not a fleet this service can use: {error}\n")
+        return 1
+    verdicts: list[tuple[str, bool]] = []
+    for spec in hosts:
+        host_env = {key: value for key, value in env.items() if not key.startswith("DOCKER_")}
+        host_env.update(spec.docker_environment())
+        if env.get("DOCKER_API_VERSION"):
+            host_env["DOCKER_API_VERSION"] = env["DOCKER_API_VERSION"]
+        target = Target.from_environment(
+            host_env,
+            host=None,
+            cert_path=args.cert_path if not spec.cert_path else None,
+            image=args.image,
+            api_version=args.api_version,
+            timeout=args.timeout,
+        )
+        tls = f", certificates in {target.cert_dir}" if target.cert_dir else ", without TLS"
+        out.write(f"== {spec.name}: checking the Docker host {target.host}{tls}\n\n")
+        report = check(target)
+        report.render(out)
+        out.write("\n")
+        verdicts.append((spec.name, not report.failed))
+    out.write("Fleet: " + ", ".join(f"{name} {'works' if ok else 'FAILS'}" for name, ok in verdicts) + "\n")
+    return 0 if all(ok for _, ok in verdicts) else 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
 from devstack.dynamodb_front import ITEMS, Faults
 from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
+from devstack.lambda_api import LocalLambdaApi
 from devstack.lambdas import FunctionError, LocalLambda
 from devstack.schedules import Schedule
 from devstack.streams import StreamMapping
@@ -88,6 +89,8 @@ def docker_target(state_dir: Path) -> DockerTarget:
 
     Without RENDERER_IMAGE/ANIM_IMAGE the busybox dev worker image is imported on the chosen host.
     """
+    if os.environ.get("DOCKER_HOSTS", "").strip():
+        return _fleet_target()
     if os.environ.get("DOCKER_HOST"):
         _progress(f"Docker host from the environment: {os.environ['DOCKER_HOST']}")
         target = DockerTarget({})
@@ -105,6 +108,20 @@ def docker_target(state_dir: Path) -> DockerTarget:
 
 
 _LOCAL_ENGINE = "unix:///var/run/docker.sock"
+
+
+def _fleet_target() -> DockerTarget:
+    """DOCKER_HOSTS: a fleet, passed to the functions as it is; the dev worker images imported on each host."""
+    from scheduler.providers.local_docker.hosts import parse_hosts
+
+    hosts = parse_hosts(os.environ["DOCKER_HOSTS"])
+    for spec in hosts:
+        cap = "no cap" if spec.max_leases is None else f"max {spec.max_leases} leases"
+        _progress(f"fleet host {spec.name}: {spec.host} ({cap}, gpus {','.join(spec.gpus)})")
+    if not (os.environ.get("RENDERER_IMAGE") and os.environ.get("ANIM_IMAGE")):
+        for spec in hosts:
+            _ensure_dev_images({**os.environ, **spec.docker_environment()})
+    return DockerTarget({})
 
 
 def _default_name(table_id: str) -> str:
@@ -244,9 +261,18 @@ class LocalStack:
             function: {**self.template.environment_of(function, tables), **local}
             for function in self.template.functions
         }
+        # The Lambda Invoke API the functions reach (the sweep hands unfinished work on to itself through it).
+        invoke_api = LocalLambdaApi(LocalLambda({}, {}))
+        for environment in environments.values():
+            environment["AWS_ENDPOINT_URL_LAMBDA"] = invoke_api.endpoint_url
         self._write_env_file(environments["AcquireLeaseFunction"])
         lambdas = LocalLambda(self.template.functions, environments)
+        invoke_api.lambdas = lambdas
         self._cleanups.append(lambdas.stop)
+        self._cleanups.append(invoke_api.server_close)
+        self._cleanups.append(invoke_api.shutdown)
+        threading.Thread(target=invoke_api.serve_forever, name="lambda-api", daemon=True).start()
+        _progress(f"Lambda Invoke API (asynchronous self-invocation) on {invoke_api.endpoint_url}")
         for function in ("AuthorizerFunction", "AcquireLeaseFunction"):
             try:
                 lambdas.pools[function].warm()

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.conftest import REPO
 
-IN_PROCESS = ("cold_start", "round_trips", "overhead", "sweep_cost")
+IN_PROCESS = ("cold_start", "round_trips", "overhead", "sweep_cost", "sweep_burst", "scale_out")
 WITH_DOCKER = ("provisioning", "expiry_lag")
 
 
@@ -43,6 +43,12 @@ def test_in_process_benchmarks_run_and_write_results(tmp_path: Path) -> None:
     assert result(tmp_path, "overhead")["endpoints"]["acquire"]["overhead_ms"]["count"] == 3
     sweep = result(tmp_path, "sweep_cost")
     assert [run["handler_result"]["ended"] for run in sweep["runs"]] == [5, 5, 5, 5]
+    burst = result(tmp_path, "sweep_burst")
+    assert [run["workers_left"] for run in burst["runs"]] == [0, 0]
+    assert burst["runs"][1]["hand_offs"] >= 2  # 20 due, 8 per invocation
+    scale = result(tmp_path, "scale_out")
+    assert scale["placement"]["placed"] == {"h0": 2, "h1": 2} and scale["placement"]["over_cap"] == 0
+    assert [run["429s"] for run in scale["runpod"] if run["budget"]] == [0]
     summary = (tmp_path / "summary.md").read_text()
     assert "## Targets" in summary and "| round_trips | get: round trips | 1" in summary
 

@@ -131,3 +131,19 @@ def test_the_script_runs_the_check_and_exits_non_zero_on_failure(docker_host: An
     )
     assert completed.returncode == 1
     assert "The host does NOT work with the service" in completed.stdout
+
+
+def test_every_host_of_a_fleet_is_checked_and_one_that_fails_fails_the_check(docker_host: Any) -> None:
+    import json
+
+    with SilentEngine() as silent:
+        fleet = [
+            {"name": "good", "host": docker_host.host, "cert_path": str(docker_host.cert_path)},
+            {"name": "frozen", "host": silent.host, "cert_path": str(docker_host.cert_path)},
+        ]
+        status, report = _check({"DOCKER_HOSTS": json.dumps(fleet)}, "--timeout", "2")
+
+    assert status == 1
+    assert f"== good: checking the Docker host {docker_host.host}" in report
+    assert f"== frozen: checking the Docker host {silent.host}" in report
+    assert report.rstrip().endswith("Fleet: good works, frozen FAILS")

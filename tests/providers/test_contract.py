@@ -2,7 +2,8 @@
 
 - `memory`: the in-memory reference driver;
 - `local-docker`: the real driver on a real Docker engine over mutual TLS (loopback);
-- `runpod`: the real driver against the fake of RunPod's REST API v2 in tests/fakes.
+- `runpod`: the real driver against the fake of RunPod's REST API v2 in tests/fakes;
+- `local-docker-fleet`: the fleet driver (DOCKER_HOSTS) on two real engines, each over mutual TLS.
 
 Each driver also comes pointed at nothing (a closed loopback port), for what unreachability means:
 capacity on provision, a failed request everywhere else.
@@ -33,7 +34,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.worker_logs import LogQuery
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
-DRIVERS = ("memory", "local-docker", "runpod")
+DRIVERS = ("memory", "local-docker", "runpod", "local-docker-fleet")
 
 
 @dataclass
@@ -155,10 +156,48 @@ def _runpod(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest
     )
 
 
+def _local_docker_fleet(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
+    import json
+
+    from devstack.docker_host import WORKER_IMAGES
+    from scheduler.providers.local_docker import LocalDockerSettings
+    from scheduler.providers.local_docker.driver import fleet_from_settings
+
+    engines = [request.getfixturevalue(name) for name in ("docker_host", "docs_style_host")]
+
+    def fleet(hosts: list[str], image: str = WORKER_IMAGES["renderer"]) -> Provider:
+        listed = [
+            {"name": f"h{index}", "host": host, "cert_path": str(engine.cert_path)}
+            for index, (host, engine) in enumerate(zip(hosts, engines, strict=True))
+        ]
+        settings = LocalDockerSettings.from_environ(
+            {"DOCKER_HOSTS": json.dumps(listed), "DOCKER_NETWORK": "none", "RENDERER_IMAGE": image}
+        )
+        return fleet_from_settings(settings)
+
+    def write(token: str, lines: list[str]) -> None:
+        # A fleet token is `<host>/<container id>`: print on the engine of that host.
+        host, container = token.split("/", 1)
+        client = engines[int(host.removeprefix("h"))].client()
+        try:
+            script = "".join(f"echo '{line}' > /proc/1/fd/1; " for line in lines)
+            assert client.containers.get(container).exec_run(["sh", "-c", script]).exit_code == 0
+        finally:
+            client.close()
+
+    return DriverUnderTest(
+        fleet([engine.host for engine in engines]),
+        fleet([f"tcp://127.0.0.1:{closed_port}"] * 2),
+        fleet([engine.host for engine in engines], image="openalice/never-imported:1"),
+        write=write,
+    )
+
+
 BUILDERS: dict[str, Callable[..., DriverUnderTest]] = {
     "memory": _memory,
     "local-docker": _local_docker,
     "runpod": _runpod,
+    "local-docker-fleet": _local_docker_fleet,
 }
 
 
@@ -355,3 +394,11 @@ def test_a_price_bound_is_a_price_or_unknown_and_never_raises(driver: DriverUnde
 def test_regions_are_names_or_none(driver: DriverUnderTest) -> None:
     regions = driver.provider.regions()
     assert regions is None or all(isinstance(region, str) and region for region in regions)
+
+
+def test_a_driver_vouches_for_the_workers_its_listing_covered(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+
+    assert driver.listed(lease) == [worker.token]
+    assert driver.provider.vouches_for(worker.token) is True

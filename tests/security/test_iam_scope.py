@@ -63,6 +63,7 @@ PROJECT_RESOURCE_TYPES = {
     "sqs": {"AWS::SQS::Queue"},
     "secretsmanager": {"AWS::SecretsManager::Secret"},
     "kms": {"AWS::KMS::Key"},
+    "lambda": {"AWS::Lambda::Function"},  # the sweep's hand-off to itself, nothing else (see below)
 }
 # Parameters through which the deployer passes the ARN of a secret the project owns.
 SECRET_ARN_PARAMETER = re.compile(r"^[A-Za-z0-9]+SecretArn$")
@@ -410,3 +411,15 @@ def test_lease_rows_can_only_be_written_conditionally(grants: list[Grant]) -> No
         if touches_leases:
             risky = {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PartiQLDelete"} & set(grant.actions)
             assert not risky, f"{grant.role} may {sorted(risky)} on the leases table"
+
+
+def test_only_the_sweep_may_invoke_a_function_and_only_itself(resources: dict[str, Any], grants: list[Grant]) -> None:
+    invoking = [grant for grant in grants if any(action.startswith("lambda:") for action in grant.actions)]
+    assert invoking, "the sweep's hand-off grant is missing"
+    for grant in invoking:
+        assert grant.actions == ["lambda:InvokeFunction"], str(grant)
+        assert {name for resource in grant.resources for name in _references(resource)[0]} == {
+            "SweepExpiredFunction"
+        }, str(grant)
+        roles = {role["Ref"] for role in resources[grant.role]["Properties"]["Roles"]}
+        assert roles == {_functions(resources)["SweepExpiredFunction"]}, str(grant)

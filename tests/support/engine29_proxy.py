@@ -9,7 +9,8 @@ made. It terminates mutual TLS with the host's own server certificate (clients k
 host as before) and talks mutual TLS to the engine with the host's client certificate.
 
 Loopback only. `mute=True` makes it an engine that completes the TLS handshake, reads the request
-and never answers (a frozen dockerd).
+and never answers (a frozen dockerd). `delays` makes requests of a method take that much longer
+(`{"DELETE": 0.5}`: an engine whose container removal takes half a second).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +47,7 @@ class Engine29Proxy:
     upstream_api_version: str = "1.41"
     address: str = "127.0.0.1"
     mute: bool = False
+    delays: dict[str, float] = field(default_factory=dict)  # HTTP method → seconds added before forwarding
     requests_seen: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -128,6 +131,9 @@ class _Engine29Handler(BaseHTTPRequestHandler):
             self.owner._release.wait(600)  # a frozen engine: the request is read and never answered
             self.close_connection = True
             return
+        delay = self.owner.delays.get(self.command, 0.0)
+        if delay > 0:
+            time.sleep(delay)
         path, _, query = self.path.partition("?")
         versioned = _VERSIONED.match(path)
         if versioned:

@@ -209,6 +209,9 @@ class Settings(SettingsSection):
     live_index_shards: int = setting(1, parameter="LiveIndexShards", low=1, high=64)
     # How long one store call keeps retrying DynamoDB's contention answers (conflicts, throttling).
     store_retry_seconds: int = setting(5, parameter="StoreRetrySeconds", low=0, high=25)
+    # The sweep: leases released at once, and at most per run (the rest is handed on to another run).
+    sweep_concurrency: int = setting(32, parameter="SweepConcurrency", low=1, high=64)
+    sweep_batch_size: int = setting(1000, parameter="SweepBatchSize", low=1, high=10000)
     max_leases_per_owner: int | None = setting(None, parameter="MaxLeasesPerOwner", low=0)
     # Owner budgets in USD (unset: unlimited), taken in the lease's own transaction (`scheduler/budgets.py`).
     max_cost_per_hour_per_owner: float | None = setting(None, parameter="MaxCostPerHourPerOwner", parse=dollars)

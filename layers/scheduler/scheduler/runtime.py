@@ -16,6 +16,7 @@ from scheduler.config import Settings, get_settings
 from scheduler.deadline import Deadline
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
+    from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.liveness import ReadCheck
     from scheduler.leases.readiness import ReadinessPolicy
@@ -32,7 +33,7 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness")
+_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff")
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -84,7 +85,9 @@ class Runtime:
 
         metrics, tracing = self.metrics, self.settings.tracing
         return ConfiguredProviders(
-            self.settings, wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing)
+            self.settings,
+            wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing),
+            store=lambda: self.store,
         )
 
     @cached_property
@@ -127,6 +130,13 @@ class Runtime:
         return ReadinessPolicy(
             timeout_seconds=self.settings.ready_timeout_seconds, probe_path=self.settings.ready_probe_path
         )
+
+    @cached_property
+    def handoff(self) -> Handoff:
+        """Where a scheduled run hands on what it could not finish: its own function, invoked asynchronously."""
+        from scheduler.handoff import LambdaHandoff
+
+        return LambdaHandoff()
 
 
 def lease_store(settings: Settings, client: Any = None) -> LeaseStore:

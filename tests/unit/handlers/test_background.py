@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
@@ -146,3 +148,81 @@ def test_a_deletion_by_anyone_but_the_ttl_process_releases_nothing(
     function("ttl_stream")(ttl_record(store, lease.lease_id, userIdentity=None))
 
     assert str(lease.provider_token) in provider.workers
+
+
+class _RecordedHandoff:
+    def __init__(self) -> None:
+        self.hops: list[tuple[str, int]] = []
+
+    def hand_on(self, function_name: str, hop: int) -> bool:
+        self.hops.append((function_name, hop))
+        return True
+
+
+def test_a_sweep_with_more_due_than_its_batch_hands_the_rest_on_at_once(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    for _ in range(3):
+        lease = leases.active(ttl_seconds=600)
+        provider.add_worker(lease.lease_id, str(lease.provider_token))
+    runtime = later(store, provider, metrics, sweep_batch_size=2)
+    handoff = _RecordedHandoff()
+    runtime.handoff = handoff  # type: ignore[misc]
+
+    report = function("sweep_expired", runtime)(event("sweep_expired"))
+
+    assert (report["ended"], report["handed_on"]) == (2, 1)
+    assert handoff.hops == [("Function", 1)]
+
+
+def test_a_handed_on_sweep_carries_on_and_hands_on_with_the_next_hop(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    for _ in range(2):
+        lease = leases.active(ttl_seconds=600)
+        provider.add_worker(lease.lease_id, str(lease.provider_token))
+    runtime = later(store, provider, metrics, sweep_batch_size=1)
+    handoff = _RecordedHandoff()
+    runtime.handoff = handoff  # type: ignore[misc]
+
+    report = function("sweep_expired", runtime)({"source": "openalice.scheduler.handoff", "handoff_hop": 4})
+
+    assert report["ended"] == 1 and handoff.hops == [("Function", 5)]
+
+
+def test_a_sweep_that_finishes_hands_nothing_on(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    provider = memory_provider()
+    lease = leases.active(ttl_seconds=600)
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+    runtime = later(store, provider, metrics)
+    handoff = _RecordedHandoff()
+    runtime.handoff = handoff  # type: ignore[misc]
+
+    report = function("sweep_expired", runtime)(event("sweep_expired"))
+
+    assert "handed_on" not in report and handoff.hops == []
+
+
+@pytest.mark.moto_only("the counters are read with the lease store's counters table beside it")
+def test_the_sweep_reports_live_leases_per_docker_host_of_a_fleet(
+    function: Callable[[str], Function], limited_store: LeaseStore, metrics: RecordedMetrics
+) -> None:
+    from scheduler.providers.local_docker import LocalDockerSettings
+    from scheduler.providers.local_docker.hosts import DockerHostSpec
+
+    fleet = (DockerHostSpec("a", "tcp://127.0.0.1:1", max_leases=2), DockerHostSpec("b", "tcp://127.0.0.1:2"))
+    runtime = later(
+        limited_store,
+        memory_provider(),
+        metrics,
+        counters_table=str(limited_store.counters_table),
+        sections={"local-docker": LocalDockerSettings(docker_hosts=fleet)},
+    )
+
+    function("sweep_expired", runtime)(event("sweep_expired"))
+
+    assert metrics.of("HostLeases") == [{"host": "a", "value": 0}, {"host": "b", "value": 0}]

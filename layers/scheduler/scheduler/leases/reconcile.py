@@ -99,7 +99,7 @@ def reconcile(
         try:
             if lease.status == LeaseStatus.ACTIVE and lease.provider in workers:
                 own = by_token[lease.provider].get(lease.provider_token or "")
-                if own is None and settled:
+                if own is None and settled and providers.get(lease.provider).vouches_for(lease.provider_token):
                     vanished = f"the worker vanished: {lease.provider} no longer lists it"
                     fail(lease, report.ghosts_failed, lease.provider_token, vanished)
                 elif own is not None and own.stopped_reason:

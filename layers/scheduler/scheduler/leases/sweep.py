@@ -1,8 +1,16 @@
-"""The scheduled sweep: release every live lease past its due time (TTL deletion can lag by days)."""
+"""The scheduled sweep: release every live lease past its due time (TTL deletion can lag by days).
+
+Due leases are claimed and released concurrently by a bounded pool of threads (provider calls are
+mostly waiting on the network), so a burst of expiries takes (leases / concurrency) × release time
+rather than leases × release time. A run stops claiming when its deadline comes; whatever it could
+not reach is still due, unclaimed, and `SweepReport.more` tells the caller to hand it on at once.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from aws_lambda_powertools import Logger
 
@@ -16,6 +24,9 @@ from scheduler.store import LeaseStore
 
 logger = Logger(child=True)
 
+DEFAULT_LIMIT = 1000
+DEFAULT_CONCURRENCY = 32
+
 
 @dataclass
 class SweepReport:
@@ -26,49 +37,97 @@ class SweepReport:
     failed_releases: list[str] = field(default_factory=list)
     lag_seconds: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Due leases this run did not reach (deadline), or a full batch read (there may be more behind it).
+    unreached: int = 0
+    more: bool = False
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    lease_id: str
+    ended: Lease | None = None
+    lost_claim: bool = False
+    unreached: bool = False
+    failed: bool = False
+    error: str | None = None
 
 
 def sweep(
     store: LeaseStore,
     providers: ConfiguredProviders,
     clock: Clock = utc_now,
-    limit: int = 200,
+    limit: int = DEFAULT_LIMIT,
     deadline: Deadline | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> SweepReport:
     """Release every live lease past its due time: expired ones, and release claims gone stale.
 
     Reads go through the sparse `live-by-due` index, so the cost follows the number of due leases,
     not the size of the table. Each lease is claimed with a conditional write first, so a concurrent
-    sweep, DELETE or stream handler never releases the same worker twice.
+    sweep, DELETE or stream handler never releases the same worker twice; that same claim makes it
+    safe to release up to `concurrency` leases at once.
     """
     report = SweepReport()
     deadline = or_never(deadline)
     now = clock()
-    for due in list(store.due_leases(now, limit=limit)):
-        if deadline.expired:
-            break  # unclaimed, so the next sweep takes it up at once
-        try:
-            claim = store.claim_due(due.lease_id, now)
-            if claim is None:
-                report.lost_claims += 1
-                continue
-            ended = release_claimed(claim, store, providers, clock, deadline)
-        except ProviderRequestFailed as error:
-            # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
-            logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
-            report.failed_releases.append(due.lease_id)
-            continue
-        except Exception as error:  # one lease's failure must not stop the batch
-            # Still due (unclaimed, or claimed with a due time): the next sweep takes it up again.
-            logger.exception("sweeping a lease failed; will retry", extra={"lease_id": due.lease_id})
-            report.failed_releases.append(due.lease_id)
-            report.errors.append(f"lease {due.lease_id}: {error}")
-            continue
+    due = list(store.due_leases(now, limit=limit))
+    report.more = len(due) >= limit
+    if not due:
+        return report
+
+    def one(lease: Lease) -> _Outcome:
+        return _sweep_one(lease, store, providers, clock, deadline, now)
+
+    workers = max(1, min(concurrency, len(due)))
+    if workers == 1:
+        outcomes = [one(lease) for lease in due]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
+            outcomes = list(pool.map(one, due))
+    for outcome in outcomes:
+        _record(report, outcome, clock)
+    report.more = report.more or report.unreached > 0
+    return report
+
+
+def _sweep_one(
+    due: Lease, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline, now: datetime
+) -> _Outcome:
+    if deadline.expired:
+        return _Outcome(
+            due.lease_id, unreached=True
+        )  # unclaimed, so the next sweep (or the hand-off) takes it up at once
+    try:
+        claim = store.claim_due(due.lease_id, now)
+        if claim is None:
+            return _Outcome(due.lease_id, lost_claim=True)
+        ended = release_claimed(claim, store, providers, clock, deadline)
+    except ProviderRequestFailed as error:
+        # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
+        logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
+        return _Outcome(due.lease_id, failed=True)
+    except Exception as error:  # one lease's failure must not stop the batch
+        # Still due (unclaimed, or claimed with a due time): the next sweep takes it up again.
+        logger.exception("sweeping a lease failed; will retry", extra={"lease_id": due.lease_id})
+        return _Outcome(due.lease_id, failed=True, error=f"lease {due.lease_id}: {error}")
+    logger.info(
+        "lease ended by sweep",
+        extra={"lease_id": ended.lease_id, "status": ended.status.value, "provider": ended.provider},
+    )
+    return _Outcome(due.lease_id, ended=ended)
+
+
+def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
+    if outcome.unreached:
+        report.unreached += 1
+    elif outcome.lost_claim:
+        report.lost_claims += 1
+    elif outcome.ended is not None:
+        ended = outcome.ended
         report.ended.append(ended)
         released_at = ended.released_at or clock()
         report.lag_seconds.append(max(0.0, (released_at - ended.expires_at).total_seconds()))
-        logger.info(
-            "lease ended by sweep",
-            extra={"lease_id": ended.lease_id, "status": ended.status.value, "provider": ended.provider},
-        )
-    return report
+    if outcome.failed:
+        report.failed_releases.append(outcome.lease_id)
+    if outcome.error:
+        report.errors.append(outcome.error)

@@ -80,6 +80,9 @@ class InstrumentedProvider(Provider):
         with provider_span(self._tracing, "list_managed", self.name, {}):
             return self._inner.list_managed(deadline)
 
+    def vouches_for(self, token: str | None) -> bool:
+        return self._inner.vouches_for(token)
+
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         with provider_span(self._tracing, "stopped_workers", self.name, {}):
             return self._inner.stopped_workers(deadline)

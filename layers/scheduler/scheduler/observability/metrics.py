@@ -7,6 +7,7 @@ replaces it with a recording one in one line.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Protocol
 
@@ -53,7 +54,9 @@ class EmfMetrics:
             **dimensions,
             name: value,
         }
-        print(json.dumps(document, separators=(",", ":")), flush=True)
+        # One write per document: the sweep's threads emit at once, and lines must not interleave.
+        sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
 
 
 def lease_ended(metrics: Metrics, lease: Lease) -> None:

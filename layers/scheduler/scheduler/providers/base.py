@@ -206,6 +206,12 @@ class Provider(ABC):
         """
         return None
 
+    def vouches_for(self, token: str | None) -> bool:
+        """Whether the last `list_managed` covered where the worker `token` lives (its absence there is
+        evidence). Default: True. A provider of several hosts lists what it can and says here which
+        workers it could not see, so the reconciler judges no lease on a host it could not list."""
+        return True
+
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed workers that no longer run, from one cheap call (the sweep asks every minute).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from threading import Lock
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
@@ -28,6 +28,7 @@ class ConfiguredProviders:
         settings: Settings,
         factories: dict[str, ProviderFactory] | None = None,
         wrap: Callable[[Provider], Provider] | None = None,
+        store: Callable[[], Any] | None = None,
     ) -> None:
         unknown = [name for name in settings.providers if name not in PROVIDERS and name not in (factories or {})]
         if unknown:
@@ -39,6 +40,7 @@ class ConfiguredProviders:
         self._settings = settings
         self._factories = dict(factories or {})
         self._wrap = wrap
+        self._store = store  # the lease store, for drivers that keep shared counters (host slots, API budget)
         self._built: dict[str, Provider] = {}
         self._lock = Lock()
 
@@ -77,5 +79,9 @@ class ConfiguredProviders:
             driver = factory(self._settings)
         else:
             package = provider_package(name)
-            driver = package.build(self._settings.section(name, package.SETTINGS))
+            section = self._settings.section(name, package.SETTINGS)
+            if getattr(package, "USES_STORE", False):
+                driver = package.build(section, self._store() if self._store else None)
+            else:
+                driver = package.build(section)
         return self._wrap(driver) if self._wrap else driver

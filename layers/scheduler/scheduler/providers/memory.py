@@ -8,12 +8,14 @@ Faults are switched on by its attributes, as a test needs them: `full` (no capac
 (the provider refuses the worker), `unreachable` (no call gets through), `fail_releases` (the next
 N releases fail), `stop(token)` (the worker stops behind the service's back), `boots` (workers
 start `starting` until `boot(token)` or `fail_boot(token, why)`). `write(token, ...)` is what a worker
-prints (its logs).
+prints (its logs). `release_seconds` makes each release take that long (a slow provider), and
+`most_releasing_at_once` shows how many overlapped.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +58,8 @@ class MemoryProvider(Provider):
     endpoint: str | None = None
     booting: dict[str, Readiness] = field(default_factory=dict)  # token → what readiness answers
     readiness_calls: list[str] = field(default_factory=list)  # tokens asked about
+    release_seconds: float = 0.0
+    most_releasing_at_once: int = 0
     workers: dict[str, ManagedWorker] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # token → why its worker stopped
     provisioned: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (lease id, env)
@@ -63,6 +67,7 @@ class MemoryProvider(Provider):
     deadlines: list[Deadline | None] = field(default_factory=list)
     output: dict[str, list[LogLine]] = field(default_factory=dict)  # token → what its worker printed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _releasing: int = field(default=0, repr=False)
 
     def available(self, request: LeaseRequest) -> bool:
         return request.gpu in self.gpus
@@ -122,6 +127,15 @@ class MemoryProvider(Provider):
             self.stopped[token] = reason
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+        if self.release_seconds > 0:
+            with self._lock:
+                self._releasing += 1
+                self.most_releasing_at_once = max(self.most_releasing_at_once, self._releasing)
+            try:
+                time.sleep(self.release_seconds)  # outside the lock: slow releases overlap, as a provider's do
+            finally:
+                with self._lock:
+                    self._releasing -= 1
         with self._lock:
             self.release_calls.append(lease_id)
             self._reach()

@@ -42,6 +42,17 @@ class LeaseReads(TableClient):
             raise LeaseNotFound(f"lease {lease_id} not found")
         return lease_from_item(response["Item"])
 
+    def held_counters(self, lease_id: str) -> tuple[str, ...]:
+        """The counters a lease holds now (strongly consistent; empty for an unknown lease)."""
+        response = self._call(
+            "GetItem",
+            TableName=self.table_name,
+            Key={"lease_id": string_attr(lease_id)},
+            ConsistentRead=True,
+            ProjectionExpression="held_counters",
+        )
+        return counters.held_by(response.get("Item", {}))
+
     def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
         """One page of live leases (one Query); `next_token` continues it.
 

@@ -27,6 +27,8 @@ from scheduler.providers.docker_engine.tls import TlsFiles, client_context
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 DEFAULT_CALL_TIMEOUT_SECONDS = 20.0
+# Connections kept per host: as many as the sweep's threads may use at once (SWEEP_CONCURRENCY ≤ 64).
+POOL_SIZE = 64
 # The newest API version docker-py is written for (docker 7.2: 1.45); the driver speaks no newer one.
 NEWEST_SUPPORTED = str(docker.constants.DEFAULT_DOCKER_API_VERSION)
 OLDEST_SUPPORTED = api_versions.OLDEST_SUPPORTED
@@ -79,11 +81,17 @@ class EngineClient(docker.APIClient):
         version_pinned: bool,
         cert_dir: str | None = None,
     ) -> None:
-        super().__init__(base_url=base_url, version=version, timeout=timeout, tls=tls_context is not None)
+        super().__init__(
+            base_url=base_url,
+            version=version,
+            timeout=timeout,
+            tls=tls_context is not None,
+            max_pool_size=POOL_SIZE,
+        )
         # requests would let REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE and proxy variables steer this session.
         self.trust_env = False
         if tls_context is not None:
-            adapter = _TlsAdapter(tls_context)
+            adapter = _TlsAdapter(tls_context, pool_maxsize=POOL_SIZE)
             self.mount("https://", adapter)
             self._custom_adapter = adapter
             self.verify = True

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scheduler.config import API_VERSION, SettingsSection, rate, setting
+from scheduler.providers.local_docker.hosts import DockerHostSpec, parse_hosts
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
+    from scheduler.providers.local_docker.fleet import HostSlots
+    from scheduler.store import LeaseStore
 
 NAME = "local-docker"
 
@@ -32,6 +35,17 @@ class LocalDockerSettings(SettingsSection):
     worker_port: int = setting(8080, parameter="WorkerPort", low=1, high=65535)
     # What one container costs per hour (USD): recorded on its lease, checked against a request's ceiling.
     local_docker_cost_per_hour: float = setting(0, parameter="LocalDockerCostPerHour", parse=rate)
+    # A fleet: a JSON list of hosts (`hosts.py`); DOCKER_HOST, when also set, joins it as host "default".
+    docker_hosts: tuple[DockerHostSpec, ...] = setting((), parameter="DockerHosts", parse=parse_hosts)
+
+    def fleet(self) -> tuple[DockerHostSpec, ...]:
+        """The hosts of the fleet (none: the single host of DOCKER_HOST, as before)."""
+        if not self.docker_hosts:
+            return ()
+        if self.docker_host and all(spec.name != "default" for spec in self.docker_hosts):
+            single = DockerHostSpec("default", self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
+            return (*self.docker_hosts, single)
+        return self.docker_hosts
 
     def docker_environment(self) -> dict[str, str]:
         """The DOCKER_* variables, as the docker CLI (and `docker_engine.client.connect`) take them."""
@@ -48,8 +62,19 @@ SETTINGS = LocalDockerSettings
 CHECKED_ON_READ = True
 
 
-def build(settings: LocalDockerSettings) -> Provider:
-    """The driver (imports the Docker SDK)."""
-    from scheduler.providers.local_docker.driver import from_settings
+# `build` takes the lease store: a fleet's per-host caps are counters there, as atomic as provider caps.
+USES_STORE = True
 
-    return from_settings(settings)
+
+def build(settings: LocalDockerSettings, store: LeaseStore | None = None) -> Provider:
+    """The driver (imports the Docker SDK): one host, or a fleet when DOCKER_HOSTS is set."""
+    from scheduler.providers.local_docker.driver import fleet_from_settings, from_settings
+
+    if not settings.docker_hosts:
+        return from_settings(settings)
+    slots: HostSlots | None = None
+    if store is not None:
+        from scheduler.store.host_slots import StoreHostSlots
+
+        slots = StoreHostSlots(store)
+    return fleet_from_settings(settings, slots)

@@ -46,6 +46,8 @@ from scheduler.providers.docker_engine.client import EngineClient, connect, forg
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME, LocalDockerSettings
+from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
+from scheduler.providers.local_docker.hosts import DockerHostSpec
 from scheduler.providers.local_docker.logs import read_container_logs
 from scheduler.worker_logs import LogLine, LogQuery
 
@@ -76,11 +78,40 @@ def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
     )
 
 
-def _tls_environment_from_secret(secret_arn: str) -> dict[str, str]:
-    """Write the Docker TLS material from Secrets Manager to /tmp once per cold start."""
+def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None = None) -> DockerFleet:
+    """A fleet: one driver per DOCKER_HOSTS entry (TLS from its cert_path, or from the secret in AWS)."""
+    images = {WorkerKind.RENDERER: settings.renderer_image, WorkerKind.ANIM: settings.anim_image}
+    members: list[tuple[DockerHostSpec, Provider]] = []
+    for spec in settings.fleet():
+        environment = spec.docker_environment()
+        if settings.docker_tls_secret_arn and not spec.cert_path:
+            environment.update(_tls_environment_from_secret(settings.docker_tls_secret_arn, host=spec.name))
+            environment["DOCKER_HOST"] = spec.host
+
+        def connect_to(environment: dict[str, str] = environment) -> EngineClient:
+            return connect(environment, api_version=settings.docker_api_version)
+
+        member = LocalDockerProvider(
+            connect=connect_to,
+            images=images,
+            network=settings.docker_network,
+            worker_port=settings.worker_port,
+            host_address=urlparse(spec.host).hostname,
+        )
+        members.append((spec, member))
+    return DockerFleet(members, slots)
+
+
+def _tls_environment_from_secret(secret_arn: str, host: str | None = None) -> dict[str, str]:
+    """Write the Docker TLS material from Secrets Manager to /tmp once per cold start.
+
+    For a fleet host, its own PEMs under `hosts.<name>` if the secret has them, else the shared ones.
+    """
     from aws_lambda_powertools.utilities import parameters
 
     secret = parameters.get_secret(secret_arn, transform="json", max_age=3600)
+    if host is not None and isinstance(secret, dict) and isinstance(secret.get("hosts"), dict):
+        secret = secret["hosts"].get(host) or secret
     if not isinstance(secret, dict) or not {"ca", "cert", "key"} <= secret.keys():
         raise ProviderUnreachable("the Docker TLS secret must hold JSON keys ca, cert and key")
     directory = Path(tempfile.mkdtemp(prefix="docker-tls-"))

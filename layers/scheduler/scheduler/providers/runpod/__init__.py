@@ -13,6 +13,7 @@ from scheduler.config import Secret, SettingsSection, names, one_of, setting
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
+    from scheduler.store import LeaseStore
 
 NAME = "runpod"
 
@@ -64,8 +65,18 @@ SETTINGS = RunPodSettings
 CHECKED_ON_READ = False
 
 
-def build(settings: RunPodSettings) -> Provider:
-    """The driver (imports requests)."""
-    from scheduler.providers.runpod.driver import from_settings
+# `build` takes the lease store: the account's API quota is one budget in its counters table.
+USES_STORE = True
 
-    return from_settings(settings)
+
+def build(settings: RunPodSettings, store: LeaseStore | None = None) -> Provider:
+    """The driver (imports requests), pacing its calls against the account's shared API budget."""
+    from scheduler.providers.runpod.driver import from_settings
+    from scheduler.providers.runpod.quota import LocalBudget, QuotaStore, RequestBudget
+
+    shared: QuotaStore = LocalBudget()
+    if store is not None:
+        from scheduler.store.api_budget import ApiBudget
+
+        shared = ApiBudget(store.table_name, store.client, counters_table=store.counters_table)
+    return from_settings(settings, RequestBudget(shared))

@@ -10,7 +10,9 @@ giving up, so a billing pod is never left without a lease.
 from __future__ import annotations
 
 import random
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +43,7 @@ from scheduler.providers.base import (
 from scheduler.providers.runpod import NAME, RunPodSettings
 from scheduler.providers.runpod.catalog import CATALOG, CatalogCache, Prices, parse_prices
 from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
+from scheduler.providers.runpod.quota import CREATE, RELEASE, BudgetSpent, RequestBudget, account_key
 from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
@@ -70,14 +73,21 @@ class RetryPolicy:
 
 
 class _Transient(Exception):
-    """A 429, 5xx, timeout or connection failure: worth another try after `delay` seconds."""
+    """A 429, 5xx, timeout or connection failure: worth another try after `delay` seconds.
 
-    def __init__(self, message: str, delay: float | None = None) -> None:
+    `sent` is False when the request never left (the API budget had no request left for it)."""
+
+    def __init__(self, message: str, delay: float | None = None, sent: bool = True) -> None:
         super().__init__(message)
         self.delay = delay
+        self.sent = sent
 
 
-def from_settings(settings: RunPodSettings) -> RunPodProvider:
+# How long a call without a deadline of its own may wait for the API budget.
+_BUDGET_WAIT_SECONDS = 20.0
+
+
+def from_settings(settings: RunPodSettings, budget: RequestBudget | None = None) -> RunPodProvider:
     """The driver, active only when an API key is configured (env locally, Secrets Manager in AWS)."""
     if settings.runpod_api_key is not None:
         key = settings.runpod_api_key.get_secret_value()
@@ -87,7 +97,7 @@ def from_settings(settings: RunPodSettings) -> RunPodProvider:
     else:
         api_key = lambda: None  # noqa: E731
     return RunPodProvider(
-        api=RunPodApi(settings.runpod_api_url, api_key),
+        api=RunPodApi(settings.runpod_api_url, api_key, budget=budget, metrics=_emf()),
         templates={
             WorkerKind.RENDERER: settings.runpod_renderer_template,
             WorkerKind.ANIM: settings.runpod_anim_template,
@@ -102,6 +112,12 @@ def from_settings(settings: RunPodSettings) -> RunPodProvider:
         cheapest_first=settings.runpod_gpu_order == "cheapest",
         regions=dict(settings.runpod_regions),
     )
+
+
+def _emf() -> Any:
+    from scheduler.observability.metrics import EmfMetrics
+
+    return EmfMetrics()
 
 
 def _secret_reader(secret_arn: str) -> Callable[[], str | None]:
@@ -136,24 +152,53 @@ class RunPodApi:
     """HTTP to RunPod REST v2: bearer auth, an explicit User-Agent, timeouts on every call."""
 
     def __init__(
-        self, base_url: str, api_key: Callable[[], str | None], session: requests.Session | None = None
+        self,
+        base_url: str,
+        api_key: Callable[[], str | None],
+        session: requests.Session | None = None,
+        budget: RequestBudget | None = None,
+        metrics: Any = None,
     ) -> None:
         self._base = base_url.rstrip("/")
         self._api_key = api_key
         self._session = session or requests.Session()
         self._session.headers.update({"User-Agent": USER_AGENT, "Accept": "application/json"})
+        self._budget = budget
+        self._metrics = metrics
+        self.calls: Counter[str] = Counter()  # requests sent, by priority (create / release)
+        self.throttled: Counter[str] = Counter()  # 429s answered ("429"), calls the budget held back ("budget")
+        self._count_lock = threading.Lock()
 
     @property
     def base_url(self) -> str:
         return self._base
 
     def call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, until: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        until: float | None = None,
+        priority: str = RELEASE,
     ) -> RunPodResponse:
-        """One request, ending by monotonic time `until` if given; _Transient for 429/5xx/timeouts/connection errors."""
+        """One request, ending by monotonic time `until` if given; _Transient for 429/5xx/timeouts/connection errors.
+
+        With a budget, a request is first taken from the account's shared quota (creates leave room for
+        releases), waiting for a window to reset if there is time; the answer's RateLimit corrects it.
+        """
         key = self._api_key()
         if not key:
             raise ProviderUnreachable("no RunPod API key is configured")
+        account = account_key(key)
+        if self._budget is not None:
+            try:
+                self._budget.take(
+                    account, priority, until if until is not None else time.monotonic() + _BUDGET_WAIT_SECONDS
+                )
+            except BudgetSpent as spent:
+                self._count("RunpodThrottled", self.throttled, "budget", reason="budget")
+                raise _Transient(str(spent), spent.wait_seconds, sent=False) from spent
+        self._count("RunpodApiCalls", self.calls, priority, operation=priority)
         try:
             response = self._session.request(
                 method,
@@ -170,15 +215,30 @@ class RunPodApi:
             parsed = response.text
         retry_after = _seconds(response.headers.get("Retry-After"))
         result = RunPodResponse(response.status_code, parsed, retry_after)
+        if self._budget is not None:
+            self._budget.observe(account, response.headers.get("RateLimit-Policy"), response.headers.get("RateLimit"))
+        if response.status_code == 429:
+            self._count("RunpodThrottled", self.throttled, "429", reason="429")
         if response.status_code == 429 or response.status_code >= 500:
             raise _Transient(f"{method} {path}: HTTP {response.status_code} {result.detail}", retry_after)
         return result
 
     def stream(self, path: str, params: Mapping[str, str], timeout: tuple[float, float]) -> requests.Response:
-        """A GET whose body is read as it arrives (Server-Sent Events); the caller closes the answer."""
+        """A GET whose body is read as it arrives (Server-Sent Events); the caller closes the answer.
+
+        It spends the account's request budget as a create does: reading logs must not eat the room
+        kept for releases.
+        """
         key = self._api_key()
         if not key:
             raise ProviderUnreachable("no RunPod API key is configured")
+        if self._budget is not None:
+            try:
+                self._budget.take(account_key(key), CREATE, time.monotonic() + min(timeout[0], _BUDGET_WAIT_SECONDS))
+            except BudgetSpent as spent:
+                self._count("RunpodThrottled", self.throttled, "budget", reason="budget")
+                raise ProviderRequestFailed(f"RunPod's request budget is spent for now: {spent}") from spent
+        self._count("RunpodApiCalls", self.calls, "logs", operation="logs")
         try:
             return self._session.get(
                 f"{self._base}{path}",
@@ -189,6 +249,14 @@ class RunPodApi:
             )
         except (requests.Timeout, requests.ConnectionError) as error:
             raise ProviderUnreachable(f"GET {path}: {type(error).__name__}") from error
+
+    def _count(self, metric: str, tally: Counter[str], key: str, **dimensions: str) -> None:
+        with self._count_lock:
+            tally[key] += 1
+        if self._metrics is not None:
+            from aws_lambda_powertools.metrics import MetricUnit
+
+            self._metrics.emit(metric, MetricUnit.Count, 1, **dimensions)
 
 
 def _bounded_timeout(until: float) -> tuple[float, float]:
@@ -229,6 +297,10 @@ class RunPodProvider(Provider):
         self._cheapest_first = cheapest_first
         self._regions = dict(regions or {})
         self._catalog = catalog or CATALOG
+        # One listing, asked for after a DELETE was answered, confirms every pod it no longer shows:
+        # concurrent releases (the sweep's) share it instead of a GET loop per pod.
+        self._listing_lock = threading.Lock()
+        self._listing: tuple[float, frozenset[str]] | None = None
         if not configured:
             logger.warning("runpod is in PROVIDERS but no API key is configured; it will serve nothing")
 
@@ -334,10 +406,10 @@ class RunPodProvider(Provider):
         attempt = 0
         while True:
             try:
-                response = self._api.call("POST", "/v2/pods", body, until=deadline)
+                response = self._api.call("POST", "/v2/pods", body, until=deadline, priority=CREATE)
             except _Transient as error:
                 # The create may have happened anyway: adopt that pod rather than make a second.
-                existing = self._find_by_name(name)
+                existing = self._find_by_name(name) if error.sent else None
                 if existing is not None:
                     logger.warning("create failed but the pod exists; adopting it", extra={"pod": existing["id"]})
                     return self._worker(existing)
@@ -373,7 +445,7 @@ class RunPodProvider(Provider):
                 raise ProviderRequestFailed(
                     f"RunPod would not terminate pod {pod_id}: HTTP {response.status} {response.detail}"
                 )
-            self._confirm_gone(pod_id)
+            self._confirm_gone(pod_id, answered_at=time.monotonic())
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         """Every live pod named `lease-*`."""
@@ -391,7 +463,7 @@ class RunPodProvider(Provider):
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One getPod: ready once the pod is RUNNING with its HTTP port mapped; failed in ERROR/EXITED or gone."""
-        response = self._idempotent("GET", f"/v2/pods/{token}")
+        response = self._idempotent("GET", f"/v2/pods/{token}", priority=CREATE)
         if response.status == 404:
             return Readiness.failed(f"the RunPod pod {token} no longer exists")
         if response.status != 200 or not isinstance(response.body, dict):
@@ -402,7 +474,7 @@ class RunPodProvider(Provider):
         """One listPods for every booting pod (the sweep asks each minute; RunPod allows 60 requests a minute)."""
         if not workers or not self._configured:
             return {}
-        response = self._idempotent("GET", "/v2/pods")
+        response = self._idempotent("GET", "/v2/pods", priority=CREATE)
         if response.status != 200 or not isinstance(response.body, dict):
             raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
         pods = {str(pod.get("id")): pod for pod in response.body.get("pods", []) if isinstance(pod, dict)}
@@ -456,23 +528,27 @@ class RunPodProvider(Provider):
             ready=self.pod_readiness(pod).state is ReadinessState.READY,
         )
 
-    def _confirm_gone(self, pod_id: str) -> None:
+    def _confirm_gone(self, pod_id: str, answered_at: float) -> None:
+        """Gone once a listing asked for after the DELETE was answered no longer shows it (listPods leaves
+        out terminated pods); one listing serves every release waiting at the time."""
         deadline = time.monotonic() + self._retry.release_confirm_seconds
         attempt = 0
+        after = answered_at
         while True:
-            response = self._idempotent("GET", f"/v2/pods/{pod_id}")
-            if response.status == 404:
+            if pod_id not in self._live_pod_ids(after):
                 return
-            if (
-                response.status == 200
-                and isinstance(response.body, dict)
-                and response.body.get("status") in _GONE_STATUSES
-            ):
-                return
+            after = time.monotonic()
             if time.monotonic() > deadline:
                 raise ProviderRequestFailed(f"RunPod pod {pod_id} is still present after termination")
             self._retry.sleep(min(1.0, 0.1 * 2**attempt))
             attempt += 1
+
+    def _live_pod_ids(self, after: float) -> frozenset[str]:
+        with self._listing_lock:
+            if self._listing is None or self._listing[0] < after:
+                asked_at = time.monotonic()
+                self._listing = (asked_at, frozenset(str(pod.get("id")) for pod in self._list_pods()))
+            return self._listing[1]
 
     def _find_by_name(self, name: str) -> dict[str, Any] | None:
         try:
@@ -490,13 +566,14 @@ class RunPodProvider(Provider):
             raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
         return [pod for pod in response.body.get("pods", []) if pod.get("status") not in _GONE_STATUSES]
 
-    def _idempotent(self, method: str, path: str) -> RunPodResponse:
-        """A GET or DELETE, retried on 429/5xx/timeouts within the policy's bounds."""
+    def _idempotent(self, method: str, path: str, priority: str = RELEASE) -> RunPodResponse:
+        """A GET or DELETE, retried on 429/5xx/timeouts within the policy's bounds (`priority`: what the
+        request may take of the account's budget; readiness checks go as creates, after releases)."""
         deadline = time.monotonic() + self._retry.total_seconds
         attempt = 0
         while True:
             try:
-                return self._api.call(method, path)
+                return self._api.call(method, path, priority=priority)
             except ProviderUnreachable as error:
                 raise ProviderRequestFailed(str(error)) from error
             except _Transient as error:

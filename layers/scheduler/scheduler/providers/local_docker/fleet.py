@@ -1,0 +1,255 @@
+"""`local-docker` on a fleet of Docker hosts (`DOCKER_HOSTS`): each lease placed on the host with the most
+free slots that can serve it, each host's cap atomic, a host that does not answer passed over.
+
+Each host is driven by its own single-host driver (`driver.LocalDockerProvider`, or any `Provider`
+in tests). A worker's token is `<host name>/<container id>`, so the lease records its host and every
+later call (release, stopped_reason, the reconciler) goes to that host. A bare token (a lease made
+before the fleet) is looked for on every host.
+
+Placement: the hosts that serve the request (its GPU class, its region if it names one) and are not
+remembered as down, most free slots first (cap minus the live count; an uncapped host counts as
+unlimited, fewest live leases first), then the ones remembered as down. Each host gets at most
+`attempt_seconds` of the acquire's budget, so a hung host costs one short attempt and is then
+remembered as down (`DOWN_SECONDS`) and skipped until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from aws_lambda_powertools import Logger
+
+from scheduler.deadline import Deadline, or_never
+from scheduler.models import Lease, LeaseRequest
+from scheduler.providers.base import (
+    ManagedWorker,
+    Provider,
+    ProviderCapacityError,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    ProvisionedWorker,
+    Readiness,
+    StoppedWorker,
+    WorkerGone,
+    WorkerOutcomeUnknown,
+)
+from scheduler.providers.local_docker import NAME
+from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts
+from scheduler.worker_logs import LogLine, LogQuery
+
+logger = Logger(child=True)
+
+HOST_ATTEMPT_SECONDS = 6.0
+SEPARATOR = "/"
+
+
+class HostSlots(Protocol):
+    """The hosts' live-lease counters (the store's, see `store/host_slots.py`)."""
+
+    def counts(self, counters: Sequence[str]) -> dict[str, int]:
+        """Live leases on each named counter."""
+
+    def move(self, lease_id: str, give_back: str | None, take: tuple[str, int | None] | None) -> bool:
+        """Move a pending lease's host slot; False when the host to take is full."""
+
+
+def host_token(host: str, token: str) -> str:
+    """The token a fleet lease records: `<host>/<container id>`."""
+    return f"{host}{SEPARATOR}{token}"
+
+
+def split_token(token: str) -> tuple[str | None, str]:
+    """(host, container id) of a fleet token; (None, token) for a bare one."""
+    host, separator, rest = token.partition(SEPARATOR)
+    return (host, rest) if separator else (None, token)
+
+
+class DockerFleet(Provider):
+    """Several Docker hosts as one provider."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        hosts: Sequence[tuple[DockerHostSpec, Provider]],
+        slots: HostSlots | None = None,
+        down: DownHosts | None = None,
+        attempt_seconds: float = HOST_ATTEMPT_SECONDS,
+    ) -> None:
+        self.specs = [spec for spec, _ in hosts]
+        self._members: dict[str, Provider] = {spec.name: member for spec, member in hosts}
+        self._slots = slots
+        self.down = down or DownHosts()
+        self._attempt_seconds = attempt_seconds
+        self.unlisted: frozenset[str] = frozenset()  # hosts the last list_managed could not list
+
+    def member(self, host: str) -> Provider:
+        """The driver of one host."""
+        return self._members[host]
+
+    def available(self, request: LeaseRequest) -> bool:
+        return any(
+            _serves(spec, request.gpu, request.region) and self._members[spec.name].available(request)
+            for spec in self.specs
+        )
+
+    def provision(self, lease: Lease, env: Mapping[str, str], deadline: Deadline | None = None) -> ProvisionedWorker:
+        deadline = or_never(deadline)
+        candidates = [spec for spec in self.specs if _serves(spec, lease.gpu, lease.region)]
+        if not candidates:
+            raise ProviderCapacityError(f"no Docker host serves gpu={lease.gpu} region={lease.region or 'any'}")
+        counts = self._slots.counts([spec.counter(NAME) for spec in candidates]) if self._slots else {}
+        reasons: dict[str, str] = {}
+        held: str | None = None
+        refused: ProviderRequestFailed | None = None
+        may_exist = False
+        for spec in self._placement(candidates, counts, reasons):
+            if deadline.expired:
+                reasons[spec.name] = "not tried: the request's time budget ran out"
+                continue
+            counter = spec.counter(NAME)
+            if self._slots is not None:
+                if not self._slots.move(lease.lease_id, held, (counter, spec.max_leases)):
+                    reasons[spec.name] = f"at its cap of {spec.max_leases} live leases"
+                    continue
+                held = counter
+            try:
+                worker = self._members[spec.name].provision(lease, env, deadline.sooner(self._attempt_seconds))
+            except (ProviderCapacityError, ProviderRequestFailed) as error:
+                reasons[spec.name] = str(error)
+                if isinstance(error, ProviderUnreachable):
+                    self.down.mark(spec.name)
+                    may_exist = may_exist or isinstance(error, WorkerOutcomeUnknown)
+                    logger.warning("Docker host down; trying the next", extra={"host": spec.name, "error": str(error)})
+                if isinstance(error, ProviderRequestFailed):
+                    refused = error
+                if self._slots is not None and held is not None:
+                    self._slots.move(lease.lease_id, held, None)
+                    held = None
+                continue
+            self.down.clear(spec.name)
+            return ProvisionedWorker(
+                token=host_token(spec.name, worker.token),
+                endpoint=worker.endpoint,
+                cost_per_hour=worker.cost_per_hour,
+                ready=worker.ready,
+            )
+        summary = "; ".join(f"{name}: {why}" for name, why in reasons.items())
+        if may_exist:
+            raise WorkerOutcomeUnknown(f"no Docker host served the lease ({summary})")
+        if refused is not None and all("cap" not in why for why in reasons.values()):
+            raise ProviderRequestFailed(f"no Docker host made the worker ({summary})") from refused
+        raise ProviderCapacityError(f"no Docker host can take the lease now ({summary})")
+
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+        host, bare = split_token(token) if token else (None, None)
+        if host is not None and host in self._members:
+            # Bounded per host: a hung host must not hold a sweep thread for the whole run.
+            self._members[host].release(lease_id, bare, self._host_deadline(deadline))
+            return
+        failures = []
+        for spec in self.specs:  # no token, or one from before the fleet: look on every host
+            try:
+                self._members[spec.name].release(lease_id, bare, self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable) as error:
+                failures.append(f"{spec.name}: {error}")
+        if failures:
+            raise ProviderRequestFailed("; ".join(failures))
+
+    def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
+        workers: list[ManagedWorker] = []
+        unlisted: set[str] = set()
+        for spec in self.specs:
+            try:
+                listed = self._members[spec.name].list_managed(self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable) as error:
+                unlisted.add(spec.name)
+                logger.warning(
+                    "cannot list a Docker host; its leases are not judged",
+                    extra={"host": spec.name, "error": str(error)},
+                )
+                continue
+            workers += [
+                ManagedWorker(
+                    worker.lease_id, host_token(spec.name, worker.token), worker.created_at, worker.stopped_reason
+                )
+                for worker in listed
+            ]
+        self.unlisted = frozenset(unlisted)
+        if len(unlisted) == len(self.specs):
+            raise ProviderRequestFailed(f"no Docker host could be listed: {', '.join(sorted(unlisted))}")
+        return workers
+
+    def vouches_for(self, token: str | None) -> bool:
+        """Whether the last listing covered the host this token's worker lives on."""
+        host, _ = split_token(token or "")
+        return host not in self.unlisted if host is not None else not self.unlisted
+
+    def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
+        stopped: list[StoppedWorker] = []
+        failed = 0
+        for spec in self.specs:
+            try:
+                found = self._members[spec.name].stopped_workers(self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable):
+                failed += 1
+                continue
+            stopped += [
+                StoppedWorker(worker.lease_id, host_token(spec.name, worker.token), worker.reason) for worker in found
+            ]
+        if failed == len(self.specs):
+            raise ProviderRequestFailed("no Docker host could be listed")
+        return stopped
+
+    def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
+        host, bare = split_token(token)
+        if host is None or host not in self._members:
+            raise ProviderRequestFailed(f"the worker {token} names no host of the fleet")
+        return self._members[host].stopped_reason(lease_id, bare, deadline)
+
+    def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
+        """Every host charges LOCAL_DOCKER_COST_PER_HOUR: any member's bound is the fleet's."""
+        return self._members[self.specs[0].name].price_bound(request, deadline)
+
+    def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
+        host, bare = split_token(token)
+        if host is None or host not in self._members:
+            raise ProviderRequestFailed(f"the worker {token} names no host of the fleet")
+        return self._members[host].readiness(lease_id, bare, self._host_deadline(deadline))
+
+    def logs(
+        self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
+    ) -> list[LogLine]:
+        host, bare = split_token(token) if token else (None, None)
+        if host is not None and host in self._members:
+            return self._members[host].logs(lease_id, bare, query, self._host_deadline(deadline))
+        for spec in self.specs:  # no token: the worker is found by its lease's name on whichever host has it
+            try:
+                return self._members[spec.name].logs(lease_id, bare, query, self._host_deadline(deadline))
+            except WorkerGone:
+                continue
+        raise WorkerGone(f"no Docker host of the fleet holds the worker of lease {lease_id}")
+
+    def _placement(
+        self, candidates: list[DockerHostSpec], counts: dict[str, int], reasons: dict[str, str]
+    ) -> list[DockerHostSpec]:
+        """Most free slots first; hosts remembered as down are skipped (unless every candidate is)."""
+
+        def key(spec: DockerHostSpec) -> tuple[float, int]:
+            live = counts.get(spec.counter(NAME), 0)
+            free = float("inf") if spec.max_leases is None else spec.max_leases - live
+            return (-free, live)
+
+        up = [spec for spec in candidates if not self.down.is_down(spec.name)]
+        for spec in candidates:
+            if up and spec not in up:
+                reasons[spec.name] = "skipped: it did not answer lately"
+        return sorted(up or candidates, key=key)
+
+    def _host_deadline(self, deadline: Deadline | None) -> Deadline:
+        return or_never(deadline).sooner(self._attempt_seconds * 2)
+
+
+def _serves(spec: DockerHostSpec, gpu: str, region: str | None) -> bool:
+    return str(gpu) in spec.gpus and (region is None or spec.region == region)

@@ -1,0 +1,140 @@
+"""RunPod's API quota, paced instead of discovered by 429s: one request budget per RunPod account.
+
+RunPod allows 60 requests a minute, 3,000 an hour and 50,000 a day per account, and says so on every
+answer (`RateLimit-Policy: "minute";q=60;w=60, ...`; `RateLimit: "minute";r=<remaining>;t=<seconds to
+reset>, ...`). Before each call a request is taken from the shared budget (`store/api_budget.py`: one
+item per account in DynamoDB, shared by every invocation; in-process when no store is given); the
+windows come from the advertised policy once seen, and each answer's `RateLimit` corrects the count.
+Creates leave a fifth of each window to releases and their confirmation, so when the budget runs short
+the calls that stop spending still go through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from scheduler.store.api_budget import QuotaWindow, WindowState, corrected, take_one
+
+# RunPod's documented quota, until an answer advertises the policy.
+DOCUMENTED = (QuotaWindow("minute", 60, 60), QuotaWindow("hour", 3000, 3600), QuotaWindow("day", 50000, 86400))
+CREATE, RELEASE = "create", "release"
+_MEMBER = re.compile(r'"([A-Za-z0-9_.-]+)"((?:\s*;\s*[a-z]+\s*=\s*\d+)+)')
+_PARAM = re.compile(r"([a-z]+)\s*=\s*(\d+)")
+
+
+class QuotaStore(Protocol):
+    """Where the budget is kept (`ApiBudget` on the counters table, or `LocalBudget`)."""
+
+    def take(self, key: str, windows: Sequence[QuotaWindow], reserve: int, now_ms: int) -> int:
+        """0 when one request was taken from every window, else milliseconds until one frees up."""
+
+    def observe(
+        self, key: str, windows: Sequence[QuotaWindow], reported: Mapping[str, tuple[int, float]], now_ms: int
+    ) -> None:
+        """Correct the count from the provider's own (window → remaining, seconds to reset)."""
+
+
+class BudgetSpent(Exception):
+    """No request left in time: `wait_seconds` until the budget frees one."""
+
+    def __init__(self, wait_seconds: float) -> None:
+        super().__init__(f"RunPod's API budget is spent; a request frees up in {wait_seconds:.1f} s")
+        self.wait_seconds = wait_seconds
+
+
+def parse_policy(value: str | None) -> tuple[QuotaWindow, ...]:
+    """The windows of a `RateLimit-Policy` header (empty when there is none or it cannot be read)."""
+    windows = []
+    for name, params in _MEMBER.findall(value or ""):
+        found = dict(_PARAM.findall(params))
+        if "q" in found and "w" in found and int(found["w"]) > 0:
+            windows.append(QuotaWindow(name, int(found["q"]), int(found["w"])))
+    return tuple(windows)
+
+
+def parse_remaining(value: str | None) -> dict[str, tuple[int, float]]:
+    """A `RateLimit` header: window → (remaining requests, seconds to reset)."""
+    reported = {}
+    for name, params in _MEMBER.findall(value or ""):
+        found = dict(_PARAM.findall(params))
+        if "r" in found and "t" in found:
+            reported[name] = (int(found["r"]), float(found["t"]))
+    return reported
+
+
+def account_key(api_key: str) -> str:
+    """The budget's key: the account's API key, hashed (the key itself is never stored)."""
+    return "api-quota#runpod#" + hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+
+class RequestBudget:
+    """Paces one process's RunPod calls against the shared budget of its account."""
+
+    def __init__(
+        self,
+        store: QuotaStore,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        on_wait: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._sleep = sleep
+        self._clock = clock
+        self._on_wait = on_wait
+        self.windows: tuple[QuotaWindow, ...] = DOCUMENTED
+
+    def reserve(self, priority: str) -> int:
+        """What a call of `priority` must leave in each window: creates leave a fifth of the smallest."""
+        return max(1, min(window.quota for window in self.windows) // 5) if priority == CREATE else 0
+
+    def take(self, key: str, priority: str, until: float) -> None:
+        """Take one request (waiting for a window to reset if need be) by monotonic time `until`; BudgetSpent if not."""
+        waited = False
+        while True:
+            wait_ms = self._store.take(key, self.windows, self.reserve(priority), int(self._clock() * 1000))
+            if wait_ms == 0:
+                return
+            wait = wait_ms / 1000.0
+            if time.monotonic() + wait > until:
+                raise BudgetSpent(wait)
+            if not waited and self._on_wait is not None:
+                self._on_wait(priority, wait)
+            waited = True
+            self._sleep(wait + 0.05)
+
+    def observe(self, key: str, policy: str | None, remaining: str | None) -> None:
+        """An answer's headers: the advertised windows, and the provider's own count."""
+        advertised = parse_policy(policy)
+        if advertised:
+            self.windows = advertised
+        reported = parse_remaining(remaining)
+        if reported or advertised:
+            self._store.observe(key, self.windows, reported, int(self._clock() * 1000))
+
+
+class LocalBudget:
+    """The budget kept in this process only (no store configured: tests, tools); the same rules."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, dict[str, WindowState]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str, windows: Sequence[QuotaWindow], reserve: int, now_ms: int) -> int:
+        with self._lock:
+            taken, wait = take_one(self._state.get(key, {}), windows, reserve, now_ms)
+            if not wait:
+                self._state[key] = taken
+            return wait
+
+    def observe(
+        self, key: str, windows: Sequence[QuotaWindow], reported: Mapping[str, tuple[int, float]], now_ms: int
+    ) -> None:
+        with self._lock:
+            changed = corrected(self._state.get(key, {}), windows, reported, now_ms)
+            if changed is not None:
+                self._state[key] = changed
