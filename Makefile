@@ -99,7 +99,7 @@ unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker; the `slo
 
 unit-botocore-floor: $(FLOOR_VENV)/.installed $(DYNALITE) ## The unit tests on the oldest boto3/botocore the functions support
 	@echo "==> pytest tests/unit with $$($(FLOOR_VENV)/bin/python -c 'import boto3, botocore; print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}")')"
-	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile
+	@$(FLOOR_VENV)/bin/python -m pytest tests/unit -m "not slow" -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile
 
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers

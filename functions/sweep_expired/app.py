@@ -22,6 +22,8 @@ from scheduler.runtime import Runtime, background_deadline
 logger = Logger()
 metrics = Metrics()
 runtime = Runtime.from_environment().warm("store", "providers", "limits")
+# The readiness pass (one listing per provider) runs before the due leases, within this slice of the run.
+READINESS_PASS_SECONDS = 15.0
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -31,6 +33,16 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     deadline = background_deadline(context)
     store, providers, emitted, settings = runtime.store, runtime.providers, runtime.metrics, runtime.settings
     hop = hop_of(event)
+    ready = boot_failures = 0
+    if hop == 0:  # once per scheduled run, FIRST: a backlog of due leases must not starve boot-failure checks
+        booted = check_starting_leases(
+            store, providers, runtime.readiness, runtime.clock, deadline=deadline.sooner(READINESS_PASS_SECONDS)
+        )
+        ready, boot_failures = len(booted.ready), len(booted.failed)
+        for lease in booted.ready:
+            worker_ready(emitted, lease)
+        for lease, reason in booted.failed:
+            boot_failed(emitted, lease, reason)
     report = sweep(
         store,
         providers,
@@ -43,15 +55,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     for lease, lag in zip(report.ended, report.lag_seconds, strict=True):
         lease_ended(emitted, lease)
         emitted.emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
-    stopped_ended = ready = boot_failures = 0
+    stopped_ended = 0
     if hop == 0:  # once per scheduled run; a hand-off only carries on with due leases
-        # Booting workers before stopped ones: a worker that died while starting is a boot failure.
-        booted = check_starting_leases(store, providers, runtime.readiness, runtime.clock, deadline=deadline)
-        ready, boot_failures = len(booted.ready), len(booted.failed)
-        for lease in booted.ready:
-            worker_ready(emitted, lease)
-        for lease, reason in booted.failed:
-            boot_failed(emitted, lease, reason)
         stopped = fail_stopped_workers(store, providers, runtime.clock, deadline=deadline)
         stopped_ended = len(stopped.ended)
         for lease in stopped.ended:

@@ -1,4 +1,4 @@
-"""Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator), `sam validate --lint`, samconfig.toml.
+"""Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator) and samconfig.toml (`make test` runs `sam validate --lint` itself, in its `validate` step).
 
 The translation runs in .venv-sam (the translator's pydantic pin cannot share the dev venv), through
 tests/support/sam_transform.py; no AWS call is made.
@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tomllib
 from typing import Any
 
 import pytest
 
-from tests.sam.conftest import REPO, SAM, require_sam_cli
+from tests.sam.conftest import REPO, require_sam_cli
 from tests.support.cfn_conditions import deployed
 from tests.support.translated_template import translated_template
 
@@ -75,15 +74,6 @@ def _actions(statements: list[dict[str, Any]]) -> set[str]:
         action = statement["Action"]
         actions |= set(action if isinstance(action, list) else [action])
     return actions
-
-
-def test_sam_validate_lint_is_clean() -> None:
-    require_sam_cli()
-    result = subprocess.run(
-        [str(SAM), "validate", "--lint"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "is a valid SAM Template" in result.stdout + result.stderr
 
 
 def test_one_function_per_route(resources: dict[str, Any]) -> None:
@@ -204,10 +194,13 @@ def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
                 assert set(re.findall(r'"(\w+Table)"', text)) <= tables, (function, text)
         if function in {"HealthFunction"}:
             assert not actions, f"{function} needs no AWS permission: {actions}"
-        if function in {"ListLeasesFunction", "AuthorizerFunction", "LeaseLogsFunction", "UsageFunction"}:
+        if function in {"ListLeasesFunction", "AuthorizerFunction", "UsageFunction"}:
             assert not [action for action in actions if DYNAMODB_WRITES.match(action)], function
-        if function == "GetLeaseFunction":  # ends a lease whose local-docker worker stopped: conditional updates only
-            assert {action for action in actions if DYNAMODB_WRITES.match(action)} == {"dynamodb:UpdateItem"}
+        if function == "LeaseLogsFunction":  # a RunPod log stream spends the account's request budget (PutItem)
+            assert {action for action in actions if DYNAMODB_WRITES.match(action)} == {"dynamodb:PutItem"}
+        if function == "GetLeaseFunction":  # ends a lease whose worker stopped (updates); RunPod's budget (PutItem)
+            written = {action for action in actions if DYNAMODB_WRITES.match(action)}
+            assert written == {"dynamodb:UpdateItem", "dynamodb:PutItem"}
         reads_secrets = any(action.startswith("secretsmanager:") for action in actions)
         assert reads_secrets == (
             function

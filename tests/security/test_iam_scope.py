@@ -84,7 +84,7 @@ PROVIDER_FUNCTIONS = {
     "ReleaseOwnerLeasesFunction",
     "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "LeaseLogsFunction", "UsageFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction"}
 # Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
 # worker, and either provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
 READ_PATH_FUNCTIONS = {"GetLeaseFunction"}
@@ -351,12 +351,28 @@ def test_get_lease_reads_the_provider_secrets_and_no_other(resources: dict[str, 
         assert secrets[function] == {"DockerTlsSecretArn", "RunpodApiKeySecretArn"}
 
 
-def test_get_lease_writes_only_by_conditional_update(resources: dict[str, Any], grants: list[Grant]) -> None:
+def test_get_lease_writes_leases_only_by_conditional_update(resources: dict[str, Any], grants: list[Grant]) -> None:
     role = _functions(resources)["GetLeaseFunction"]
     written = {
-        action for grant in grants if grant.role == role for action in grant.actions if WRITE_ACTIONS.match(action)
+        action
+        for grant in grants
+        if grant.role == role and "LeasesTable" in json.dumps(grant.statement.get("Resource"))
+        for action in grant.actions
+        if WRITE_ACTIONS.match(action)
     }
     assert written == {"dynamodb:UpdateItem"}
+
+
+def test_get_lease_puts_only_on_the_counters_table(resources: dict[str, Any], grants: list[Grant]) -> None:
+    # RunPod's shared request budget (a readiness check on read spends one) is a PutItem on the counters table.
+    role = _functions(resources)["GetLeaseFunction"]
+    tables = {
+        table
+        for grant in grants
+        if grant.role == role and "dynamodb:PutItem" in grant.actions
+        for table in re.findall(r'"(\w+Table)"', json.dumps(grant.statement.get("Resource")))
+    }
+    assert tables == {"LeaseCountersTable"}
 
 
 def test_read_only_functions_cannot_write(resources: dict[str, Any], grants: list[Grant]) -> None:

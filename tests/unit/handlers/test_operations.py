@@ -241,6 +241,24 @@ def test_more_leases_than_one_call_releases_continue_with_next_token(
     assert (set(released), len(released), calls) == (mine, 5, 3)
 
 
+def test_pending_leases_do_not_hold_back_the_active_ones_behind_them(
+    function: Callable[[str], Function],
+    leases: Leases,
+    provider: MemoryProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scheduler.leases import release_all
+
+    monkeypatch.setattr(release_all, "MAX_RELEASES_PER_CALL", 2)
+    pending = {leases.pending(owner_id="anim-service").lease_id for _ in range(4)}
+    active = {running(leases, provider) for _ in range(2)}
+
+    body = function("release_owner_leases").http(release_all_event("anim-service"))[1]
+
+    assert {lease["lease_id"] for lease in body["released"]} == active
+    assert {item["lease_id"] for item in body["not_released"]} == pending
+
+
 def test_a_continuation_the_service_did_not_issue_answers_400(function: Callable[[str], Function]) -> None:
     status, body = function("release_owner_leases").http(release_all_event("anim-service", next_token="bogus!"))
     assert (status, body["error"]["code"]) == (400, "invalid_request")

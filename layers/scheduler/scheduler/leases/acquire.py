@@ -236,6 +236,7 @@ class _Attempts:
         the reconciler finds it."""
         provider, worker = provisioned.provider, provisioned.worker
         lease_id = self._pending.lease_id
+        self._slots.held = tuple(sorted({*self._slots.held, *worker.held}))  # a fleet host's slot, if it took one
         try:
             activated = self._store.activate(
                 lease_id, provider.name, worker, self._clock(), self._slots.reweighing(worker.cost_per_hour)

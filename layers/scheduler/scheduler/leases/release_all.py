@@ -60,6 +60,11 @@ def release_all(
     while True:
         page, following = store.list_live(ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token), clock())
         for lease in page:
+            if lease.status is LeaseStatus.PENDING:
+                # Reported, not attempted: no provider call, so it spends nothing of this call's budget (a
+                # page of pending leases must not hold back the active ones behind it).
+                _release_one(lease, owner, store, providers, clock, deadline, outcome)
+                continue
             if attempts and (attempts >= most or time_left.remaining() < reserve):
                 # At least one lease per call, so a caller following the tokens always gets somewhere.
                 outcome.next_token = encode_token(page_token)

@@ -61,6 +61,9 @@ class ProvisionedWorker:
     endpoint: str | None
     cost_per_hour: float | None = None
     ready: bool = True  # usable at once; False: it boots (its lease reads `starting` until `readiness` says ready)
+    # `held_counters` entries the provider itself took for the lease (a fleet host's slot): acquire keeps them
+    # in every later write of the lease's held set, so whatever ends the lease gives them back.
+    held: tuple[str, ...] = ()
 
 
 class ReadinessState(StrEnum):

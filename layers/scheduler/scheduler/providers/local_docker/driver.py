@@ -97,6 +97,7 @@ def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None =
             network=settings.docker_network,
             worker_port=settings.worker_port,
             host_address=urlparse(spec.host).hostname,
+            cost_per_hour=settings.local_docker_cost_per_hour,
         )
         members.append((spec, member))
     return DockerFleet(members, slots)

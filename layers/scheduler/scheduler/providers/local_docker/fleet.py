@@ -134,6 +134,7 @@ class DockerFleet(Provider):
                 endpoint=worker.endpoint,
                 cost_per_hour=worker.cost_per_hour,
                 ready=worker.ready,
+                held=(held,) if held is not None else (),
             )
         summary = "; ".join(f"{name}: {why}" for name, why in reasons.items())
         if may_exist:
@@ -217,6 +218,28 @@ class DockerFleet(Provider):
         if host is None or host not in self._members:
             raise ProviderRequestFailed(f"the worker {token} names no host of the fleet")
         return self._members[host].readiness(lease_id, bare, self._host_deadline(deadline))
+
+    def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
+        """Host by host: a host that cannot be asked (or is remembered down) leaves its workers unanswered,
+        so the sweep still judges every other host's booting workers."""
+        by_host: dict[str, dict[str, str]] = {}
+        for token, lease_id in workers.items():
+            host, bare = split_token(token)
+            if host is not None and host in self._members:
+                by_host.setdefault(host, {})[bare] = lease_id
+        answered: dict[str, Readiness] = {}
+        for host, bare_workers in by_host.items():
+            if self.down.is_down(host):
+                continue
+            try:
+                said = self._members[host].readiness_of(bare_workers, self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable) as error:
+                logger.warning(
+                    "cannot ask a Docker host about booting workers", extra={"host": host, "error": str(error)}
+                )
+                continue
+            answered.update({host_token(host, bare): readiness for bare, readiness in said.items()})
+        return answered
 
     def logs(
         self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
