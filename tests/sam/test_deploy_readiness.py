@@ -1,4 +1,6 @@
-"""Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator) and samconfig.toml (`make test` runs `sam validate --lint` itself, in its `validate` step).
+"""Deploy readiness: template.yaml as CloudFormation (AWS's SAM translator) and samconfig.toml.
+
+`make test` runs `sam validate --lint` itself, in its `validate` step.
 
 The translation runs in .venv-sam (the translator's pydantic pin cannot share the dev venv), through
 tests/support/sam_transform.py; no AWS call is made.
