@@ -11,7 +11,7 @@ import pytest
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
-from scheduler.providers.runpod import driver as runpod
+from scheduler.providers.runpod import api as runpod_api
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
@@ -233,7 +233,7 @@ def test_create_that_failed_but_made_the_pod_adopts_it(driver: RunPodProvider, f
 def test_create_that_timed_out_but_made_the_pod_adopts_it(
     driver: RunPodProvider, fake: FakeRunPod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runpod, "_TIMEOUT", (1.0, 0.3))
+    monkeypatch.setattr(runpod_api, "_TIMEOUT", (1.0, 0.3))
     fake.configure(slow_creates_seconds=0.6)
     lease = new_lease()
 
