@@ -19,7 +19,7 @@ SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
 
-.PHONY: help run test lint typecheck unit unit-botocore-floor integration validate build security clean sam-local sam-test bench lock
+.PHONY: help run test deps lint typecheck unit unit-botocore-floor integration validate build security clean sam-local sam-test bench lock
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
@@ -70,6 +70,8 @@ $(LOCK_VENV)/.installed: requirements-lock-tool.txt
 
 run: $(VENV)/.installed ## Serve the lease API locally (tables kept in .local/dynamodb; FRESH=1 starts empty)
 	@exec $(PY) -m devstack $(if $(FRESH),--fresh)
+
+deps: $(VENV)/.installed $(SAM_VENV)/.installed $(FLOOR_VENV)/.installed $(DYNALITE) ## Install what `make test` needs (`make -j4 deps` installs them side by side)
 
 test: lint typecheck validate $(DYNALITE) ## The whole suite: lint, types, template, unit and integration tests, the SDK floor
 	@echo "==> pytest in $(TEST_WORKERS) processes"
