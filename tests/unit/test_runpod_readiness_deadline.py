@@ -1,5 +1,5 @@
 """A RunPod readiness check (what GET /v1/lease/{id} makes for a starting pod) keeps to its caller's deadline,
-even when the account's shared request budget has no room left for it this minute."""
+even when the account's shared request budget has no request left this minute."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def test_a_readiness_check_gives_up_by_its_deadline_when_the_budget_is_short() -
     with start_fake_runpod(KEY, {"tpl-renderer": {"ports": ["8080/http"]}}) as fake:
         shared = LocalBudget()
         now_ms = int(time.time() * 1000)
-        # Creates (and readiness checks, which spend as creates) used their share of a minute that resets in 12 s.
+        # The account's whole minute is spent, and it resets in 12 s.
         shared._state[account_key(KEY)] = {
-            "minute": WindowState(48, now_ms + 12_000, 0),
-            "hour": WindowState(48, now_ms + 3_000_000, 0),
-            "day": WindowState(48, now_ms + 80_000_000, 0),
+            "minute": WindowState(60, now_ms + 12_000, 0),
+            "hour": WindowState(60, now_ms + 3_000_000, 0),
+            "day": WindowState(60, now_ms + 80_000_000, 0),
         }
         driver = RunPodProvider(
             api=RunPodApi(fake.url, lambda: KEY, budget=RequestBudget(shared)),

@@ -284,7 +284,7 @@ class RunPodProvider(Provider):
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One getPod: ready once the pod is RUNNING with its HTTP port mapped; failed in ERROR/EXITED or gone."""
-        response = self._idempotent("GET", f"/v2/pods/{token}", priority=CREATE, within=deadline)
+        response = self._idempotent("GET", f"/v2/pods/{token}", within=deadline)
         if response.status == 404:
             return Readiness.failed(f"the RunPod pod {token} no longer exists")
         if response.status != 200 or not isinstance(response.body, dict):
@@ -295,7 +295,7 @@ class RunPodProvider(Provider):
         """One listPods for every booting pod (the sweep asks each minute; RunPod allows 60 requests a minute)."""
         if not workers or not self._configured:
             return {}
-        response = self._idempotent("GET", "/v2/pods", priority=CREATE, within=deadline)
+        response = self._idempotent("GET", "/v2/pods", within=deadline)
         if response.status != 200 or not isinstance(response.body, dict):
             raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
         pods = {str(pod.get("id")): pod for pod in response.body.get("pods", []) if isinstance(pod, dict)}
@@ -391,7 +391,7 @@ class RunPodProvider(Provider):
         self, method: str, path: str, priority: str = RELEASE, within: Deadline | None = None
     ) -> RunPodResponse:
         """A GET or DELETE, retried on 429/5xx/timeouts within the policy's bounds and the caller's deadline
-        (`priority`: what the request may take of the account's budget; readiness checks go as creates)."""
+        (`priority`: what the request may take of the account's budget)."""
         deadline = time.monotonic() + self._retry.total_seconds
         if within is not None:
             deadline = min(deadline, time.monotonic() + within.remaining())
