@@ -194,3 +194,11 @@ def test_every_call_counts_as_runpod_api_calls_and_a_429_as_runpod_throttled(ser
     # create (429), a listing to adopt a pod it may have made, create again; then DELETE and one listing
     assert operations == ["create", "release", "create", "release", "release"]
     assert metrics.of("RunpodThrottled") == [{"reason": "429", "value": 1}]
+
+
+def test_reads_leave_half_of_each_window_to_creates_and_creates_a_fifth_to_releases() -> None:
+    from scheduler.providers.runpod.quota import CREATE, READ, RELEASE
+
+    budget = RequestBudget(LocalBudget())  # RunPod's documented windows: 60 a minute is the smallest
+
+    assert (budget.reserve(READ), budget.reserve(CREATE), budget.reserve(RELEASE)) == (30, 12, 0)

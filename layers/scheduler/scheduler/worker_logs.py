@@ -101,7 +101,7 @@ def render(lines: Sequence[LogLine], *, timestamps: bool, max_bytes: int = MAX_L
         prefix = f"{format_ns(line.at_ns)} " if timestamps else ""
         marker = "[system] " if line.source == "system" else ""
         text = f"{prefix}{marker}{line.text}\n"
-        # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \uXXXX),
+        # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \u escapes),
         # which is never shorter than its UTF-8.
         cost = len(json.dumps(text)) - 2
         if size + cost > max_bytes:

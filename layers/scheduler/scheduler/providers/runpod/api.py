@@ -15,7 +15,7 @@ import requests
 
 from scheduler import SERVICE_NAME
 from scheduler.providers.base import ProviderRequestFailed, ProviderUnreachable
-from scheduler.providers.runpod.quota import CREATE, RELEASE, BudgetSpent, RequestBudget, account_key
+from scheduler.providers.runpod.quota import READ, RELEASE, BudgetSpent, RequestBudget, account_key
 
 USER_AGENT = f"{SERVICE_NAME}/0.1 (+https://github.com/openalice; python-requests)"
 _TIMEOUT = (3.05, 15.0)  # connect, read — every call has both
@@ -149,15 +149,14 @@ class RunPodApi:
     def stream(self, path: str, params: Mapping[str, str], timeout: tuple[float, float]) -> requests.Response:
         """A GET whose body is read as it arrives (Server-Sent Events); the caller closes the answer.
 
-        It spends the account's request budget as a create does: reading logs must not eat the room
-        kept for releases.
+        It spends the account's request budget as a read: it leaves half of every window to creates and releases.
         """
         key = self._api_key()
         if not key:
             raise ProviderUnreachable("no RunPod API key is configured")
         if self._budget is not None:
             try:
-                self._budget.take(account_key(key), CREATE, time.monotonic() + min(timeout[0], _BUDGET_WAIT_SECONDS))
+                self._budget.take(account_key(key), READ, time.monotonic() + min(timeout[0], _BUDGET_WAIT_SECONDS))
             except BudgetSpent as spent:
                 self._count("RunpodThrottled", self.throttled, "budget", reason="budget")
                 raise ProviderRequestFailed(f"RunPod's request budget is spent for now: {spent}") from spent

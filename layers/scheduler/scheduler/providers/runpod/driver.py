@@ -39,7 +39,7 @@ from scheduler.providers.runpod import NAME, RunPodSettings
 from scheduler.providers.runpod.api import RetryPolicy, RunPodApi, RunPodResponse, _Transient
 from scheduler.providers.runpod.catalog import CATALOG, CatalogCache, Prices, parse_prices
 from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
-from scheduler.providers.runpod.quota import CREATE, RELEASE, RequestBudget
+from scheduler.providers.runpod.quota import CREATE, READ, RELEASE, RequestBudget
 from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
@@ -284,7 +284,7 @@ class RunPodProvider(Provider):
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One getPod: ready once the pod is RUNNING with its HTTP port mapped; failed in ERROR/EXITED or gone."""
-        response = self._idempotent("GET", f"/v2/pods/{token}", within=deadline)
+        response = self._idempotent("GET", f"/v2/pods/{token}", priority=READ, within=deadline)
         if response.status == 404:
             return Readiness.failed(f"the RunPod pod {token} no longer exists")
         if response.status != 200 or not isinstance(response.body, dict):
@@ -295,7 +295,7 @@ class RunPodProvider(Provider):
         """One listPods for every booting pod (the sweep asks each minute; RunPod allows 60 requests a minute)."""
         if not workers or not self._configured:
             return {}
-        response = self._idempotent("GET", "/v2/pods", within=deadline)
+        response = self._idempotent("GET", "/v2/pods", priority=READ, within=deadline)
         if response.status != 200 or not isinstance(response.body, dict):
             raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
         pods = {str(pod.get("id")): pod for pod in response.body.get("pods", []) if isinstance(pod, dict)}

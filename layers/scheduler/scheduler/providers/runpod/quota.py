@@ -23,6 +23,8 @@ from scheduler.store.api_budget import QuotaWindow, WindowState, corrected, take
 # RunPod's documented quota, until an answer advertises the policy.
 DOCUMENTED = (QuotaWindow("minute", 60, 60), QuotaWindow("hour", 3000, 3600), QuotaWindow("day", 50000, 86400))
 CREATE, RELEASE = "create", "release"
+# Readiness checks and log streams: they yield to creates and releases, leaving them half of every window.
+READ = "read"
 _MEMBER = re.compile(r'"([A-Za-z0-9_.-]+)"((?:\s*;\s*[a-z]+\s*=\s*\d+)+)')
 _PARAM = re.compile(r"([a-z]+)\s*=\s*(\d+)")
 
@@ -89,8 +91,12 @@ class RequestBudget:
         self.windows: tuple[QuotaWindow, ...] = DOCUMENTED
 
     def reserve(self, priority: str) -> int:
-        """What a call of `priority` must leave in each window: creates leave a fifth of the smallest."""
-        return max(1, min(window.quota for window in self.windows) // 5) if priority == CREATE else 0
+        """What a call of `priority` must leave in each window: creates leave a fifth of the smallest (for
+        releases), reads half of it (a caller polling a booting pod must not starve creates or releases)."""
+        smallest = min(window.quota for window in self.windows)
+        if priority == READ:
+            return max(1, smallest // 2)
+        return max(1, smallest // 5) if priority == CREATE else 0
 
     def take(self, key: str, priority: str, until: float) -> None:
         """Take one request (waiting for a window to reset if need be) by monotonic time `until`; BudgetSpent if not."""
