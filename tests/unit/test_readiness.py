@@ -9,8 +9,9 @@ from scheduler.leases import readiness
 from scheduler.leases.readiness import BOOT_ERROR, BOOT_TIMEOUT, ReadinessPolicy, check_starting_leases, wait_ready
 from scheduler.leases.reads import get_when_ready
 from scheduler.lifecycle import LeaseStatus, WorkerState
-from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.models import Lease, WorkerKind
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, Leases, acquire, memory_provider, registry_of

@@ -37,10 +37,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from scheduler.deadline import Deadline
-from scheduler.models import Lease, LeaseRequest
+from scheduler.models import Lease
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 MANAGED_LABEL = "openalice.scheduler/managed"
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"

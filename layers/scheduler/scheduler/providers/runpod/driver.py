@@ -16,14 +16,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from aws_lambda_powertools import Logger
 
 from scheduler import SERVICE_NAME
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
+from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     WORKER_NAME_PREFIX,
     ManagedWorker,
@@ -45,6 +45,9 @@ from scheduler.providers.runpod.catalog import CATALOG, CatalogCache, Prices, pa
 from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
 from scheduler.providers.runpod.quota import CREATE, RELEASE, BudgetSpent, RequestBudget, account_key
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 
