@@ -36,7 +36,7 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
         query.wait_ready,
         runtime.store,
         runtime.providers,
-        runtime.readiness,
+        lambda: runtime.readiness,  # built when a starting lease is read
         runtime.read_check,
         runtime.clock,
         request_deadline(context),

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING
 
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
-from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic); only the logs route reads logs
     from scheduler.request_models import LeaseRequest
+    from scheduler.worker_logs import LogLine, LogQuery
 
 MANAGED_LABEL = "openalice.scheduler/managed"
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"

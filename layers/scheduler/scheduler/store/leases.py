@@ -24,7 +24,6 @@ from scheduler.costs import accrued_usd, micros, spend_micros
 from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
 from scheduler.lifecycle import LeaseStatus, Refusal, Transition
 from scheduler.models import Lease
-from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
@@ -35,6 +34,7 @@ from scheduler.store.usage import UsageBook
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.providers.base import ProvisionedWorker
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600
