@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -329,9 +330,10 @@ def test_renew_request_schema_matches_the_model(spec: dict[str, Any]) -> None:
 def test_lease_schema_lists_every_field_of_the_model_as_required(spec: dict[str, Any]) -> None:
     schema = _schema(spec, "Lease")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {field.name for field in fields(Lease)}
-    assert set(schema["required"]) == {field.name for field in fields(Lease)}
-    nullable = {field.name for field in fields(Lease) if field.default is None}
+    parameters = inspect.signature(Lease).parameters
+    assert set(schema["properties"]) == set(Lease.FIELDS) == set(parameters)
+    assert set(schema["required"]) == set(Lease.FIELDS)
+    nullable = {name for name, parameter in parameters.items() if parameter.default is None}
     for name, prop in schema["properties"].items():
         types = {branch.get("type") for branch in prop.get("oneOf", [])} or set(
             prop["type"] if isinstance(prop.get("type"), list) else [prop.get("type")]

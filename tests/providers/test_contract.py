@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -377,7 +377,7 @@ def test_an_unreachable_provider_cannot_serve_logs(driver: DriverUnderTest) -> N
 
 def test_a_worker_never_costs_more_per_hour_than_the_leases_ceiling(driver: DriverUnderTest) -> None:
     ceiling = 0.000001
-    lease = replace(driver.lease(), max_cost_per_hour=ceiling)
+    lease = driver.lease().replace(max_cost_per_hour=ceiling)
     try:
         worker = driver.provider.provision(lease, {})
     except ProviderCapacityError:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from scheduler.inputs import fields_of
 from scheduler.lifecycle import LeaseStatus, WorkerState
@@ -63,41 +63,124 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else format_time(value)
 
 
-_FLOATS = ("cost_per_hour", "max_cost_per_hour", "cost_usd")
+_FLOATS = frozenset({"cost_per_hour", "max_cost_per_hour", "cost_usd"})
 
 
-@dataclass(frozen=True, kw_only=True)
 class Lease:
-    """A lease as callers see it (`dataclasses.replace` makes a changed copy)."""
+    """A lease as callers see it: immutable, compared by value; `replace` makes a changed copy.
+
+    Written out rather than a dataclass: a function builds this class at every cold start, and a
+    20-field dataclass compiles its generated methods there (milliseconds each time); these are
+    compiled once, into the layer's bytecode.
+    """
+
+    FIELDS = (
+        "lease_id",
+        "provider",
+        "kind",
+        "gpu",
+        "status",
+        "endpoint",
+        "created_at",
+        "expires_at",
+        "released_at",
+        "provider_token",
+        "owner_id",
+        "correlation_id",
+        "region",
+        "ttl_seconds",
+        "cost_per_hour",
+        "failure_reason",
+        "worker_state",
+        "ready_at",
+        "max_cost_per_hour",
+        "cost_usd",
+    )
+    REQUIRED = frozenset({"lease_id", "provider", "kind", "gpu", "status", "created_at", "expires_at", "ttl_seconds"})
+    __slots__ = FIELDS
 
     lease_id: str
     provider: str
     kind: WorkerKind
     gpu: GpuClass
     status: LeaseStatus
-    endpoint: str | None = None
+    endpoint: str | None
     created_at: datetime
     expires_at: datetime
-    released_at: datetime | None = None
-    provider_token: str | None = None
-    owner_id: str | None = None
-    correlation_id: str | None = None
-    region: str | None = None
+    released_at: datetime | None
+    provider_token: str | None
+    owner_id: str | None
+    correlation_id: str | None
+    region: str | None
     ttl_seconds: int
-    cost_per_hour: float | None = None
-    failure_reason: str | None = None
-    worker_state: WorkerState = WorkerState.STARTING
-    ready_at: datetime | None = None
-    max_cost_per_hour: float | None = None
+    cost_per_hour: float | None
+    failure_reason: str | None
+    worker_state: WorkerState
+    ready_at: datetime | None
+    max_cost_per_hour: float | None
     # What the lease cost: accrued so far while live, final once ended (rate × time from create to release).
-    cost_usd: float | None = None
+    cost_usd: float | None
 
-    def __post_init__(self) -> None:
-        # Amounts are JSON numbers with a fraction on the wire (2.0, not 2), whatever the caller passed.
-        for name in _FLOATS:
-            value = getattr(self, name)
-            if isinstance(value, int):
-                object.__setattr__(self, name, float(value))
+    def __init__(
+        self,
+        *,
+        lease_id: str,
+        provider: str,
+        kind: WorkerKind,
+        gpu: GpuClass,
+        status: LeaseStatus,
+        endpoint: str | None = None,
+        created_at: datetime,
+        expires_at: datetime,
+        released_at: datetime | None = None,
+        provider_token: str | None = None,
+        owner_id: str | None = None,
+        correlation_id: str | None = None,
+        region: str | None = None,
+        ttl_seconds: int,
+        cost_per_hour: float | None = None,
+        failure_reason: str | None = None,
+        worker_state: WorkerState = WorkerState.STARTING,
+        ready_at: datetime | None = None,
+        max_cost_per_hour: float | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        values = locals()
+        for name in self.FIELDS:
+            value = values[name]
+            # Amounts are JSON numbers with a fraction on the wire (2.0, not 2), whatever the caller passed.
+            if name in _FLOATS and isinstance(value, int):
+                value = float(value)
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Lease is immutable (use replace)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a Lease is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Lease)  # noqa: S101 - narrowing for mypy  # nosec B101
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
+        return f"Lease({shown})"
+
+    def replace(self, **changes: Any) -> Lease:
+        """A copy with `changes` (field names) applied."""
+        unknown = set(changes) - set(self.FIELDS)
+        if unknown:
+            raise TypeError(f"Lease has no field {', '.join(sorted(unknown))}")
+        return Lease(**{name: getattr(self, name) for name in self.FIELDS} | changes)
 
     @property
     def is_starting(self) -> bool:

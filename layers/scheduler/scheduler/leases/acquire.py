@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
@@ -124,7 +123,7 @@ class _Slots:
         for index, provider in enumerate(candidates):
             cap = self._limits.for_provider(provider.name)
             taken = [limit for limit in (self._owner, cap, *budgets) if limit is not None]
-            lease = replace(self._draft, provider=provider.name)
+            lease = self._draft.replace(provider=provider.name)
             full = self._store.create_pending(lease, taken)
             if full is None:
                 self._provider = provider.name

@@ -15,7 +15,7 @@ import contextlib
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -230,8 +230,7 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
         inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome)
         ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
         lease = claim.lease
-        return ended or replace(
-            lease,
+        return ended or lease.replace(
             status=claim.outcome,
             released_at=datetime.fromtimestamp(epoch(now), UTC),
             cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
