@@ -89,7 +89,6 @@ def one_of(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
-@dataclass(frozen=True)
 class SettingsSection:
     """Typed settings parsed from an environment; a field's variable is its UPPER_CASE name.
 
@@ -97,6 +96,8 @@ class SettingsSection:
     equality, repr, hash) are these, compiled once into the layer's bytecode, where a plain dataclass would
     compile its own, sized by its fields, at every cold start.
     """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # each subclass's, set by @dataclass
 
     def __init__(self, **values: Any) -> None:
         specs = fields(self)

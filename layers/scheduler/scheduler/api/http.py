@@ -8,7 +8,6 @@ import functools
 import json
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -92,18 +91,41 @@ def _flag(value: object) -> bool:
     raise MalformedEvent("isBase64Encoded is not a boolean")
 
 
-@dataclass(frozen=True, kw_only=True)
 class HttpRequest:
-    """The parts of an HTTP API (payload format 2.0) event the handlers read."""
+    """The parts of an HTTP API (payload format 2.0) event the handlers read (a plain class: every HTTP
+    function builds this class at its cold start, and a dataclass would compile its methods there)."""
 
-    routeKey: str = ""
-    rawPath: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    pathParameters: dict[str, str] = field(default_factory=dict)
-    queryStringParameters: dict[str, str] = field(default_factory=dict)
-    body: str | None = None
-    isBase64Encoded: bool = False
-    request_id: str = ""
+    __slots__ = (
+        "body",
+        "headers",
+        "isBase64Encoded",
+        "pathParameters",
+        "queryStringParameters",
+        "rawPath",
+        "request_id",
+        "routeKey",
+    )
+
+    def __init__(
+        self,
+        *,
+        route_key: str = "",
+        raw_path: str = "",
+        headers: dict[str, str] | None = None,
+        path_parameters: dict[str, str] | None = None,
+        query_parameters: dict[str, str] | None = None,
+        body: str | None = None,
+        is_base64: bool = False,
+        request_id: str = "",
+    ) -> None:
+        self.routeKey = route_key
+        self.rawPath = raw_path
+        self.headers: dict[str, str] = headers or {}
+        self.pathParameters: dict[str, str] = path_parameters or {}
+        self.queryStringParameters: dict[str, str] = query_parameters or {}
+        self.body = body
+        self.isBase64Encoded = is_base64
+        self.request_id = request_id
 
     @classmethod
     def of_event(cls, event: object) -> HttpRequest:
@@ -120,13 +142,13 @@ class HttpRequest:
             _text(http.get(name, ""), f"requestContext.http.{name}")
         body = event.get("body")
         return cls(
-            routeKey=_text(event.get("routeKey", ""), "routeKey"),
-            rawPath=_text(event.get("rawPath", ""), "rawPath"),
+            route_key=_text(event.get("routeKey", ""), "routeKey"),
+            raw_path=_text(event.get("rawPath", ""), "rawPath"),
             headers=_texts(event, "headers"),
-            pathParameters=_texts(event, "pathParameters"),
-            queryStringParameters=_texts(event, "queryStringParameters"),
+            path_parameters=_texts(event, "pathParameters"),
+            query_parameters=_texts(event, "queryStringParameters"),
             body=None if body is None else _text(body, "body"),
-            isBase64Encoded=_flag(event.get("isBase64Encoded", False)),
+            is_base64=_flag(event.get("isBase64Encoded", False)),
             request_id=_text(context.get("requestId", ""), "requestContext.requestId"),
         )
 
