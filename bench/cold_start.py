@@ -175,7 +175,8 @@ class Subject:
 
 WHAT_IF_SITE = "lambda-bytecode"
 WHAT_IF_POWERTOOLS = "what-if: boto3 floor + powertools Logger() and Metrics()"
-WHAT_IF_MODELS = "what-if: boto3 floor + import scheduler.models (pydantic)"
+WHAT_IF_MODELS = "what-if: boto3 floor + import scheduler.models (the read functions' wire models)"
+WHAT_IF_REQUEST_MODELS = "what-if: boto3 floor + import scheduler.request_models (pydantic; acquire)"
 WHAT_IF_PYDANTIC = "what-if: boto3 floor + import pydantic (no models)"
 
 
@@ -198,6 +199,7 @@ def subjects(what_ifs: bool) -> list[Subject]:
                 (WHAT_IF_POWERTOOLS, "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()"),
                 (WHAT_IF_PYDANTIC, "from pydantic import BaseModel"),
                 (WHAT_IF_MODELS, "import scheduler.models"),
+                (WHAT_IF_REQUEST_MODELS, "import scheduler.request_models"),
             )
         ]
     return found

@@ -48,11 +48,12 @@ def placement(database: DynamoDB, acquires: int, caps: list[int]) -> dict[str, A
     from scheduler.config import Settings
     from scheduler.leases.acquire import acquire
     from scheduler.leases.outcomes import Acquired
-    from scheduler.models import LeaseRequest, WorkerKind
+    from scheduler.models import WorkerKind
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.providers.local_docker.fleet import DockerFleet, split_token
     from scheduler.providers.local_docker.hosts import DockerHostSpec
     from scheduler.providers.memory import MemoryProvider
+    from scheduler.request_models import LeaseRequest
     from scheduler.store import LeaseStore
     from scheduler.store.host_slots import StoreHostSlots
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.reads import get_when_ready
 from scheduler.models import ReadQuery
 from scheduler.observability.metrics import boot_failed, count, lease_ended, worker_ready
@@ -30,13 +30,13 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Answer 200 with the lease (once ready, or after wait_ready seconds) or 404."""
     lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
-    query = parse_model(ReadQuery, dict(request.queryStringParameters), what="query")
+    query = ReadQuery.parse(request.queryStringParameters)
     read = get_when_ready(
         lease_id,
         query.wait_ready,
         runtime.store,
         runtime.providers,
-        runtime.readiness,
+        lambda: runtime.readiness,  # built when a starting lease is read
         runtime.read_check,
         runtime.clock,
         request_deadline(context),

@@ -7,9 +7,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, http_endpoint, parse_model, text_response
+from scheduler.api.http import HttpRequest, Response, http_endpoint, text_response
 from scheduler.api.queries import LogsQuery
 from scheduler.leases.logs import worker_logs
+from scheduler.request_models import parse_model
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()

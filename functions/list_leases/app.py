@@ -4,7 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.reads import list_live
 from scheduler.models import ListFilter
 from scheduler.runtime import Runtime
@@ -19,6 +19,6 @@ runtime = Runtime.from_environment().warm("store")
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Filter by owner, kind or provider; page with limit and next_token."""
-    query = parse_model(ListFilter, dict(request.queryStringParameters), what="query")
+    query = ListFilter.parse(request.queryStringParameters)
     page, next_token = list_live(query, runtime.store, runtime.clock)
     return json_response(200, {"leases": [lease.wire() for lease in page], "next_token": next_token})

@@ -4,11 +4,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response, parse_model
+from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response
 from scheduler.api.queries import OwnerReleaseQuery
 from scheduler.errors import NotLeaseOwner
 from scheduler.leases.release_all import release_all
 from scheduler.observability.metrics import lease_ended
+from scheduler.request_models import parse_model
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()

@@ -21,7 +21,7 @@ runtime = Runtime.from_environment().warm("store")
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Set expires_at = now + ttl_seconds (the lease's own ttl when the body has none)."""
-    renewal = request.json_body(RenewRequest, required=False)
+    renewal = RenewRequest.parse(request.json_body(required=False))
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)

@@ -4,9 +4,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response, parse_model
+from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.usage import usage_report
-from scheduler.models import UsageQuery
+from scheduler.request_models import UsageQuery, parse_model
 from scheduler.runtime import Runtime
 
 logger = Logger()

@@ -23,8 +23,9 @@ from scheduler.leases import reconcile
 from scheduler.leases.acquire import acquire
 from scheduler.leases.outcomes import lease_or_raise
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.models import WorkerKind
 from scheduler.providers.configured import ConfiguredProviders
+from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
 from tests.support.tables import create_all_tables

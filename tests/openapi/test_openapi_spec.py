@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +21,12 @@ from scheduler.models import (
     MAX_TTL_SECONDS,
     GpuClass,
     Lease,
-    LeaseRequest,
     LeaseStatus,
     ListFilter,
     RenewRequest,
     WorkerKind,
 )
+from scheduler.request_models import LeaseRequest
 
 SPEC_PATH = Path(__file__).resolve().parents[2] / "openapi.yaml"
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
@@ -318,7 +320,7 @@ def test_idempotency_key_bounds_match_the_service(spec: dict[str, Any]) -> None:
 def test_renew_request_schema_matches_the_model(spec: dict[str, Any]) -> None:
     schema = _schema(spec, "RenewRequest")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == set(RenewRequest.model_fields)
+    assert set(schema["properties"]) == {field.name for field in fields(RenewRequest)}
     ttl = schema["properties"]["ttl_seconds"]
     assert (ttl["minimum"], ttl["maximum"]) == (1, MAX_TTL_SECONDS)
     renew = spec["paths"]["/v1/lease/{lease_id}/renew"]["post"]
@@ -328,9 +330,10 @@ def test_renew_request_schema_matches_the_model(spec: dict[str, Any]) -> None:
 def test_lease_schema_lists_every_field_of_the_model_as_required(spec: dict[str, Any]) -> None:
     schema = _schema(spec, "Lease")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == set(Lease.model_fields)
-    assert set(schema["required"]) == set(Lease.model_fields)
-    nullable = {name for name, field in Lease.model_fields.items() if not field.is_required() and field.default is None}
+    parameters = inspect.signature(Lease).parameters
+    assert set(schema["properties"]) == set(Lease.FIELDS) == set(parameters)
+    assert set(schema["required"]) == set(Lease.FIELDS)
+    nullable = {name for name, parameter in parameters.items() if parameter.default is None}
     for name, prop in schema["properties"].items():
         types = {branch.get("type") for branch in prop.get("oneOf", [])} or set(
             prop["type"] if isinstance(prop.get("type"), list) else [prop.get("type")]
@@ -344,7 +347,7 @@ def test_lease_schema_lists_every_field_of_the_model_as_required(spec: dict[str,
 def test_list_query_parameters_match_the_filter_model(spec: dict[str, Any]) -> None:
     operation = spec["paths"]["/v1/leases"]["get"]
     parameters = {parameter["name"]: _resolve(spec, parameter) for parameter in operation["parameters"]}
-    assert set(parameters) == set(ListFilter.model_fields)
+    assert set(parameters) == {field.name for field in fields(ListFilter)}
     assert all(parameter["in"] == "query" and not parameter["required"] for parameter in parameters.values())
     limit = parameters["limit"]["schema"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 1000, 100)

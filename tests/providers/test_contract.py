@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import (
     Provider,
     ProviderCapacityError,
@@ -31,6 +31,7 @@ from scheduler.providers.base import (
     failed_request,
 )
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.worker_logs import LogQuery
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
@@ -376,7 +377,7 @@ def test_an_unreachable_provider_cannot_serve_logs(driver: DriverUnderTest) -> N
 
 def test_a_worker_never_costs_more_per_hour_than_the_leases_ceiling(driver: DriverUnderTest) -> None:
     ceiling = 0.000001
-    lease = driver.lease().model_copy(update={"max_cost_per_hour": ceiling})
+    lease = driver.lease().replace(max_cost_per_hour=ceiling)
     try:
         worker = driver.provider.provision(lease, {})
     except ProviderCapacityError:

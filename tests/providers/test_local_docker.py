@@ -20,7 +20,7 @@ import pytest
 
 from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
+from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     KIND_LABEL,
     LEASE_ID_LABEL,
@@ -32,6 +32,7 @@ from scheduler.providers.base import (
 from scheduler.providers.docker_engine.client import connect
 from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.providers.local_docker.driver import LocalDockerProvider, from_settings
+from scheduler.request_models import LeaseRequest
 
 IMAGES = {WorkerKind.RENDERER: WORKER_IMAGES["renderer"], WorkerKind.ANIM: WORKER_IMAGES["anim"]}
 SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
 from scheduler.providers.runpod import api as runpod_api
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
+from scheduler.request_models import LeaseRequest
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
 KEY = "test-key"
@@ -102,7 +103,7 @@ def test_created_pod_is_named_for_the_lease_with_template_gpu_and_env(driver: Ru
     assert body["env"] == {
         "SCENE": "intro",
         "LEASE_ID": lease.lease_id,
-        "LEASE_EXPIRES_AT": lease.model_dump(mode="json")["expires_at"],
+        "LEASE_EXPIRES_AT": lease.wire()["expires_at"],
     }
 
 

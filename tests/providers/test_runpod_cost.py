@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import PriceAboveCeiling
 from scheduler.providers.runpod.catalog import CatalogCache
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
+from scheduler.request_models import LeaseRequest
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
 KEY = "test-key"

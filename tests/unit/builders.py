@@ -10,10 +10,11 @@ from scheduler.config import Settings
 from scheduler.leases.acquire import acquire as acquire_lease
 from scheduler.leases.outcomes import lease_or_raise
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import Provider, ProvisionedWorker
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)

@@ -12,9 +12,10 @@ from scheduler.errors import NoCapacity, ProviderFailed
 from scheduler.leases.acquire import acquire
 from scheduler.leases.outcomes import Acquired, NotAcquired
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import WorkerOutcomeUnknown
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import memory_provider, registry_of

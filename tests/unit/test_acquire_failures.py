@@ -7,8 +7,9 @@ import pytest
 from scheduler.errors import ProviderFailed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.models import Lease, WorkerKind
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import acquire, memory_provider, registry_of

@@ -29,7 +29,8 @@ from scheduler.leases.release import release
 from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.models import WorkerKind
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.store.counters import Limit
 from scheduler.store.retries import Backoff

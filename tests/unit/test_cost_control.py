@@ -20,9 +20,10 @@ from scheduler.leases.release import release
 from scheduler.leases.renew import renew
 from scheduler.leases.usage import usage_report
 from scheduler.limits import LeaseLimits
-from scheduler.models import GpuClass, Lease, LeaseRequest, UsageGrouping, UsageQuery, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 
 from .builders import NOW, memory_provider, registry_of

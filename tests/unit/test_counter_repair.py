@@ -18,7 +18,8 @@ from scheduler.leases import reconcile
 from scheduler.leases.reconcile import COUNTER_SETTLE_SECONDS, repair_counters
 from scheduler.leases.release import release
 from scheduler.limits import LeaseLimits
-from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.models import WorkerKind
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, acquire, memory_provider, registry_of

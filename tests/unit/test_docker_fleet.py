@@ -18,12 +18,13 @@ from scheduler.leases.outcomes import lease_or_raise
 from scheduler.leases.reconcile import reconcile
 from scheduler.leases.release import release
 from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.providers.local_docker.fleet import DockerFleet, split_token
 from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts, parse_hosts
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.store.host_slots import StoreHostSlots
 

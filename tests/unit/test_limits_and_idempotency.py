@@ -22,8 +22,9 @@ from scheduler.leases.release import release
 from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.models import Lease, WorkerKind
 from scheduler.providers.configured import ConfiguredProviders
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from tests.support.tables import make_table
 

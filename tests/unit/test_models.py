@@ -5,19 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from pydantic import ValidationError
 
-from scheduler.models import (
-    GpuClass,
-    Lease,
-    LeaseRequest,
-    LeaseStatus,
-    ListFilter,
-    RenewRequest,
-    WorkerKind,
-)
+from scheduler.errors import InvalidRequest
+from scheduler.models import GpuClass, Lease, LeaseStatus, ListFilter, RenewRequest, WorkerKind
+from scheduler.request_models import LeaseRequest
 
 CONTRACT_LEASE_FIELDS = {
     "lease_id",
@@ -182,23 +177,25 @@ def test_env_that_is_not_an_object_is_rejected() -> None:
 
 
 def test_renew_ttl_is_optional() -> None:
-    assert RenewRequest.model_validate({}).ttl_seconds is None
+    assert RenewRequest.parse({}).ttl_seconds is None
 
 
 @pytest.mark.parametrize("ttl", [1, 600, 28800])
 def test_renew_accepts_ttl_in_range(ttl: int) -> None:
-    assert RenewRequest.model_validate({"ttl_seconds": ttl}).ttl_seconds == ttl
+    assert RenewRequest.parse({"ttl_seconds": ttl}).ttl_seconds == ttl
 
 
 @pytest.mark.parametrize("ttl", [0, 28801, "60", True, 60.0])
 def test_renew_rejects_ttl_that_is_not_an_integer_in_range(ttl: object) -> None:
-    with pytest.raises(ValidationError):
-        RenewRequest.model_validate({"ttl_seconds": ttl})
+    with pytest.raises(InvalidRequest) as refused:
+        RenewRequest.parse({"ttl_seconds": ttl})
+    assert refused.value.details == {"problems": [{"field": "ttl_seconds", "problem": ANY}]}
 
 
 def test_renew_rejects_unknown_field() -> None:
-    with pytest.raises(ValidationError):
-        RenewRequest.model_validate({"ttl_seconds": 60, "expires_at": "2030-01-01T00:00:00Z"})
+    with pytest.raises(InvalidRequest) as refused:
+        RenewRequest.parse({"ttl_seconds": 60, "expires_at": "2030-01-01T00:00:00Z"})
+    assert refused.value.details == {"problems": [{"field": "expires_at", "problem": "Extra inputs are not permitted"}]}
 
 
 # --- ListFilter ---------------------------------------------------------------------------------
@@ -210,8 +207,8 @@ def test_list_limit_defaults_to_100() -> None:
 
 @pytest.mark.parametrize("limit", [0, 1001])
 def test_list_limit_outside_1_to_1000_is_rejected(limit: int) -> None:
-    with pytest.raises(ValidationError):
-        ListFilter(limit=limit)
+    with pytest.raises(InvalidRequest):
+        ListFilter.parse({"limit": str(limit)})
 
 
 # --- Lease on the wire --------------------------------------------------------------------------

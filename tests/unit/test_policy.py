@@ -12,11 +12,12 @@ from scheduler import policy
 from scheduler.config import Settings
 from scheduler.deadline import Deadline
 from scheduler.errors import ConfigurationError
-from scheduler.models import GpuClass, LeaseRequest, WorkerKind
+from scheduler.models import GpuClass, WorkerKind
 from scheduler.providers.base import Provider, ProviderCapacityError, ProviderUnreachable, WorkerOutcomeUnknown
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
 from scheduler.providers.registry import known_providers
+from scheduler.request_models import LeaseRequest
 
 from .builders import memory_provider, new_lease
 

@@ -9,8 +9,9 @@ from scheduler.leases import readiness
 from scheduler.leases.readiness import BOOT_ERROR, BOOT_TIMEOUT, ReadinessPolicy, check_starting_leases, wait_ready
 from scheduler.leases.reads import get_when_ready
 from scheduler.lifecycle import LeaseStatus, WorkerState
-from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.models import Lease, WorkerKind
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, Leases, acquire, memory_provider, registry_of
@@ -112,7 +113,7 @@ def test_ready_at_is_written_once(store: LeaseStore) -> None:
 def test_a_ready_lease_is_never_refreshed_again(store: LeaseStore) -> None:
     provider = memory_provider()
     lease = _booting(store, provider)
-    read = get_when_ready(lease.lease_id, 25, store, registry_of(provider), POLICY)
+    read = get_when_ready(lease.lease_id, 25, store, registry_of(provider), lambda: POLICY)
     assert read.lease.worker_state == WorkerState.READY and provider.readiness_calls == []
 
 
@@ -121,7 +122,7 @@ def test_a_worker_that_fails_to_boot_ends_its_lease_failed_on_read_and_is_remove
     lease = _booting(store, provider)
     provider.fail_boot(str(lease.provider_token), "the RunPod pod p1 is ERROR (it failed to boot)")
 
-    read = get_when_ready(lease.lease_id, 0, store, registry_of(provider), POLICY, clock=lambda: NOW)
+    read = get_when_ready(lease.lease_id, 0, store, registry_of(provider), lambda: POLICY, clock=lambda: NOW)
 
     assert read.lease.status == LeaseStatus.FAILED and read.boot_failure == BOOT_ERROR
     assert read.lease.failure_reason == "the RunPod pod p1 is ERROR (it failed to boot)"

@@ -13,9 +13,10 @@ from scheduler.leases.reads import get
 from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest, WorkerKind
+from scheduler.models import Lease, WorkerKind
 from scheduler.providers.base import ProviderRequestFailed, WorkerOutcomeUnknown
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, Leases, acquire, memory_provider, registry_of

@@ -89,9 +89,45 @@ def one_of(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
-@dataclass(frozen=True)
 class SettingsSection:
-    """Typed settings parsed from an environment; a field's variable is its UPPER_CASE name."""
+    """Typed settings parsed from an environment; a field's variable is its UPPER_CASE name.
+
+    Subclasses are declared `@dataclass(frozen=True, init=False, repr=False, eq=False)`: their methods (init,
+    equality, repr, hash) are these, compiled once into the layer's bytecode, where a plain dataclass would
+    compile its own, sized by its fields, at every cold start.
+    """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # each subclass's, set by @dataclass
+
+    def __init__(self, **values: Any) -> None:
+        specs = fields(self)
+        unknown = set(values) - {spec.name for spec in specs}
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(sorted(unknown))}")
+        for spec in specs:
+            if spec.name in values:
+                value = values[spec.name]
+            elif spec.default_factory is not MISSING:
+                value = spec.default_factory()
+            else:
+                value = spec.default
+            object.__setattr__(self, spec.name, value)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, spec.name) for spec in fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, SettingsSection)  # noqa: S101 - narrowing for mypy  # nosec B101
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(tuple(value for value in self._values() if not isinstance(value, Mapping)))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{spec.name}={getattr(self, spec.name)!r}" for spec in fields(self) if spec.repr)
+        return f"{type(self).__name__}({shown})"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:
@@ -186,7 +222,7 @@ def _probe_path(raw: str) -> str:
 API_VERSION = _api_version  # for providers whose settings take an Engine API version
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # methods: SettingsSection's
 class Settings(SettingsSection):
     """Everything the functions read from their environment."""
 

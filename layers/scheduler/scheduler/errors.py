@@ -16,6 +16,12 @@ class InvalidRequest(SchedulerError):
     """The request is malformed or breaks a documented limit."""
 
 
+def invalid_input(what: str, problems: list[dict[str, str]]) -> InvalidRequest:
+    """InvalidRequest for `what` (a query, a request body) naming each problem: `{"field", "problem"}`."""
+    summary = "; ".join(f"{problem['field']}: {problem['problem']}" for problem in problems[:5])
+    return InvalidRequest(f"invalid {what}: {summary}", details={"problems": problems})
+
+
 class LeaseNotFound(SchedulerError):
     """No live lease answers to this id (or, for reads, no lease at all)."""
 

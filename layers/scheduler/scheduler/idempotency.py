@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from threading import local
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -26,7 +26,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
-from scheduler.models import LeaseRequest
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 MAX_KEY_LENGTH = 255
 _WAIT_SECONDS = 25.0  # below the acquire function's 30 s timeout

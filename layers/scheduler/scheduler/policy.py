@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
 from scheduler.deadline import Deadline
-from scheduler.models import Lease, LeaseRequest
+from scheduler.models import Lease
 from scheduler.providers.base import (
     PriceAboveCeiling,
     Provider,
@@ -21,6 +22,9 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     WorkerOutcomeUnknown,
 )
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 

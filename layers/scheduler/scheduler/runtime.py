@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.leases.readiness import ReadinessPolicy
     from scheduler.limits import LeaseLimits
     from scheduler.observability.metrics import Metrics
+    from scheduler.providers.base import Provider
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
 
@@ -80,15 +81,14 @@ class Runtime:
     @cached_property
     def providers(self) -> ConfiguredProviders:
         """The providers `PROVIDERS` names, each timed, counted and traced; drivers load on first use."""
-        from scheduler.observability.instrumented import InstrumentedProvider
         from scheduler.providers.configured import ConfiguredProviders
 
-        metrics, tracing = self.metrics, self.settings.tracing
-        return ConfiguredProviders(
-            self.settings,
-            wrap=lambda driver: InstrumentedProvider(driver, metrics, tracing=tracing),
-            store=lambda: self.store,
-        )
+        def instrumented(driver: Provider) -> Provider:
+            from scheduler.observability.instrumented import InstrumentedProvider
+
+            return InstrumentedProvider(driver, self.metrics, tracing=self.settings.tracing)
+
+        return ConfiguredProviders(self.settings, wrap=instrumented, store=lambda: self.store)
 
     @cached_property
     def limits(self) -> LeaseLimits:

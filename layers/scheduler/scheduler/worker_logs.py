@@ -6,6 +6,7 @@ follower that resumes from the last line it saw must compare them exactly. Pure 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -18,11 +19,16 @@ MAX_TAIL = 5_000
 MAX_LOG_BYTES = 1_048_576
 NANOS = 1_000_000_000
 
-_RFC3339 = re.compile(
+# Compiled on first use: most functions import this module for its types and never parse a time.
+_RFC3339_PATTERN = (
     r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
-    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})",
-    re.ASCII,
+    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})"
 )
+
+
+@functools.cache
+def _rfc3339() -> re.Pattern[str]:
+    return re.compile(_RFC3339_PATTERN, re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class LogLine:
 
 def parse_rfc3339_ns(text: str) -> int | None:
     """An RFC 3339 date-time (fraction to the nanosecond, any offset) as nanoseconds since the epoch, else None."""
-    match = _RFC3339.fullmatch(text.strip())
+    match = _rfc3339().fullmatch(text.strip())
     if match is None:
         return _iso_ns(text.strip())
     zone = match.group("zone").upper()

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.models import WorkerKind
 from scheduler.providers.memory import MemoryProvider
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
 

@@ -8,10 +8,9 @@ import functools
 import json
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scheduler.errors import (
     BudgetExceeded,
@@ -33,7 +32,6 @@ logger = Logger(child=True)
 # Read-only endpoints publish no metric on most requests; powertools warns about each such flush.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
 
-Model = TypeVar("Model", bound=BaseModel)
 Response = dict[str, Any]
 
 # The one place a domain error becomes an HTTP status and an error code (openapi.yaml, schema Error).
@@ -53,41 +51,106 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
 MAX_BODY_BYTES = 256 * 1024
 
 
-class _HttpContext(BaseModel):
-    method: str = ""
-    path: str = ""
+_BOOL_WORDS = {"true": True, "t": True, "yes": True, "y": True, "on": True, "1": True}
+_BOOL_WORDS |= {"false": False, "f": False, "no": False, "n": False, "off": False, "0": False}
 
 
-class _RequestContext(BaseModel):
-    requestId: str = ""
-    http: _HttpContext = Field(default_factory=_HttpContext)
+class MalformedEvent(ValueError):
+    """The event is no API Gateway HTTP API (payload format 2.0) event."""
 
 
-class HttpRequest(BaseModel):
-    """The parts of an HTTP API (payload format 2.0) event the handlers read."""
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedEvent(f"{name} is not a string")
+    return value
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
-    routeKey: str = ""
-    rawPath: str = ""
-    headers: dict[str, str] = Field(default_factory=dict)
-    pathParameters: dict[str, str] = Field(default_factory=dict)
-    queryStringParameters: dict[str, str] = Field(default_factory=dict)
-    body: str | None = None
-    isBase64Encoded: bool = False
-    requestContext: _RequestContext = Field(default_factory=_RequestContext)
-
-    @field_validator("headers", "pathParameters", "queryStringParameters")
-    @classmethod
-    def _text_is_unicode(cls, values: dict[str, str]) -> dict[str, str]:
-        # A lone surrogate is no text DynamoDB, a header or a log line can carry: refused here (400),
-        # before it reaches a filter expression or a condition.
-        for text in (*values, *values.values()):
+def _texts(event: dict[str, Any], name: str) -> dict[str, str]:
+    """A map of strings (headers, path or query parameters); absent: empty. A lone surrogate is no text
+    DynamoDB, a header or a log line can carry: refused here (400), before it reaches a filter
+    expression or a condition."""
+    values = event.get(name, {})
+    if not isinstance(values, dict):
+        raise MalformedEvent(f"{name} is not an object")
+    for key, value in values.items():
+        for text in (_text(key, name), _text(value, name)):
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as error:
-                raise ValueError("a header, path or query value is not valid Unicode text") from error
-        return values
+                raise MalformedEvent("a header, path or query value is not valid Unicode text") from error
+    return values
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[value.lower()]
+    raise MalformedEvent("isBase64Encoded is not a boolean")
+
+
+class HttpRequest:
+    """The parts of an HTTP API (payload format 2.0) event the handlers read (a plain class: every HTTP
+    function builds this class at its cold start, and a dataclass would compile its methods there)."""
+
+    __slots__ = (
+        "body",
+        "headers",
+        "isBase64Encoded",
+        "pathParameters",
+        "queryStringParameters",
+        "rawPath",
+        "request_id",
+        "routeKey",
+    )
+
+    def __init__(
+        self,
+        *,
+        route_key: str = "",
+        raw_path: str = "",
+        headers: dict[str, str] | None = None,
+        path_parameters: dict[str, str] | None = None,
+        query_parameters: dict[str, str] | None = None,
+        body: str | None = None,
+        is_base64: bool = False,
+        request_id: str = "",
+    ) -> None:
+        self.routeKey = route_key
+        self.rawPath = raw_path
+        self.headers: dict[str, str] = headers or {}
+        self.pathParameters: dict[str, str] = path_parameters or {}
+        self.queryStringParameters: dict[str, str] = query_parameters or {}
+        self.body = body
+        self.isBase64Encoded = is_base64
+        self.request_id = request_id
+
+    @classmethod
+    def of_event(cls, event: object) -> HttpRequest:
+        """The request in `event`; MalformedEvent when it is no HTTP API payload 2.0 event."""
+        if not isinstance(event, dict):
+            raise MalformedEvent("the event is not an object")
+        context = event.get("requestContext", {})
+        if not isinstance(context, dict):
+            raise MalformedEvent("requestContext is not an object")
+        http = context.get("http", {})
+        if not isinstance(http, dict):
+            raise MalformedEvent("requestContext.http is not an object")
+        for name in ("method", "path"):
+            _text(http.get(name, ""), f"requestContext.http.{name}")
+        body = event.get("body")
+        return cls(
+            route_key=_text(event.get("routeKey", ""), "routeKey"),
+            raw_path=_text(event.get("rawPath", ""), "rawPath"),
+            headers=_texts(event, "headers"),
+            path_parameters=_texts(event, "pathParameters"),
+            query_parameters=_texts(event, "queryStringParameters"),
+            body=None if body is None else _text(body, "body"),
+            is_base64=_flag(event.get("isBase64Encoded", False)),
+            request_id=_text(context.get("requestId", ""), "requestContext.requestId"),
+        )
 
     def header(self, name: str) -> str | None:
         """A header by name, case-insensitively (API Gateway lower-cases them, clients may not)."""
@@ -108,18 +171,17 @@ class HttpRequest(BaseModel):
             raise LeaseNotFound(f"lease {value[:64]} not found")
         return value
 
-    def json_body(self, model: type[Model], *, required: bool = True) -> Model:
-        """The body parsed into `model`; InvalidRequest naming each problem otherwise."""
+    def json_body(self, *, required: bool = True) -> object:
+        """The body's JSON value (an absent body, when not required: `{}`); InvalidRequest when it is no JSON."""
         raw = self._raw_body()
         if not raw.strip():
             if required:
                 raise InvalidRequest("request body must be a JSON object")
             raw = b"{}"
         try:
-            data = json.loads(raw)
+            return json.loads(raw)
         except (UnicodeDecodeError, ValueError, RecursionError) as error:
             raise InvalidRequest("request body is not valid JSON (or nested too deeply)") from error
-        return parse_model(model, data, what="request body")
 
     def _raw_body(self) -> bytes:
         if self.body is None:
@@ -131,21 +193,6 @@ class HttpRequest(BaseModel):
         if len(raw) > MAX_BODY_BYTES:
             raise InvalidRequest(f"request body is larger than {MAX_BODY_BYTES} bytes")
         return raw
-
-
-def parse_model(model: type[Model], data: object, *, what: str) -> Model:
-    """Validate `data` into `model`; InvalidRequest with one line per problem otherwise."""
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"{what} must be a JSON object")
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        problems = [
-            {"field": ".".join(str(part) for part in issue["loc"]) or what, "problem": issue["msg"]}
-            for issue in error.errors(include_url=False, include_input=False)
-        ]
-        summary = "; ".join(f"{problem['field']}: {problem['problem']}" for problem in problems[:5])
-        raise InvalidRequest(f"invalid {what}: {summary}", details={"problems": problems}) from error
 
 
 def json_response(status: int, body: object | None = None) -> Response:
@@ -185,12 +232,12 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
     @functools.wraps(handler)
     def wrapper(event: dict[str, Any], context: Any) -> Response:
         try:
-            request = HttpRequest.model_validate(event)
-        except ValidationError as error:
+            request = HttpRequest.of_event(event)
+        except MalformedEvent as error:
             logger.info("request refused: not a well-formed HTTP API payload 2.0 event", extra={"error": str(error)})
             return json_response(400, {"error": {"code": "invalid_request", "message": "malformed request"}})
         # Every line of the request carries API Gateway's request id (callers quote it in bug reports).
-        logger.append_keys(request_id=request.requestContext.requestId or None)
+        logger.append_keys(request_id=request.request_id or None)
         try:
             return handler(request, context)
         except SchedulerError as error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
@@ -22,12 +23,15 @@ from scheduler.errors import BudgetExceeded, InvalidRequest, NoCapacity, Provide
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
-from scheduler.models import Lease, LeaseRequest
+from scheduler.models import Lease
 from scheduler.providers.base import Provider
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit
 from scheduler.store.items import InvalidNumber, epoch
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 
@@ -119,7 +123,7 @@ class _Slots:
         for index, provider in enumerate(candidates):
             cap = self._limits.for_provider(provider.name)
             taken = [limit for limit in (self._owner, cap, *budgets) if limit is not None]
-            lease = self._draft.model_copy(update={"provider": provider.name})
+            lease = self._draft.replace(provider=provider.name)
             full = self._store.create_pending(lease, taken)
             if full is None:
                 self._provider = provider.name

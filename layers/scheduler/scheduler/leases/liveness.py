@@ -22,18 +22,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
 from scheduler.leases.outcomes import Read
-from scheduler.leases.workers import release_claimed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, is_lease_id
-from scheduler.providers.base import ProviderRequestFailed, failed_request
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:  # a read check loads the provider code when it first asks a provider
+    from scheduler.providers.configured import ConfiguredProviders
+    from scheduler.store import LeaseStore
 
 logger = Logger(child=True)
 
@@ -50,6 +51,8 @@ def fail_stopped_workers(
     store: LeaseStore, providers: ConfiguredProviders, clock: Clock = utc_now, deadline: Deadline | None = None
 ) -> StoppedReport:
     """End every active lease whose worker a provider reports stopped (one cheap call per provider)."""
+    from scheduler.providers.base import ProviderRequestFailed, failed_request
+
     deadline = or_never(deadline)
     report = StoppedReport()
     for provider in providers.in_order():
@@ -88,6 +91,9 @@ def end_lease_of_stopped_worker(
     reconciler handles). If the worker cannot be removed now, the lease stays `releasing` and the
     sweep finishes it.
     """
+    from scheduler.leases.workers import release_claimed
+    from scheduler.providers.base import ProviderRequestFailed
+
     claim = store.claim_failed(lease_id, clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason)
     if claim is None:
         return None
@@ -142,6 +148,8 @@ class ReadCheck:
             return Read(lease)
         assert lease.provider_token is not None  # noqa: S101 - _due checked it  # nosec B101
         deadline = or_never(deadline).sooner(self._budget)
+        from scheduler.providers.base import ProviderRequestFailed, failed_request
+
         provider = self._providers.get(lease.provider)  # the driver loads only here, on first need
         try:
             with failed_request():

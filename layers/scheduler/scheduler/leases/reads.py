@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline
 from scheduler.leases.outcomes import Read
-from scheduler.leases.readiness import ReadinessPolicy, wait_ready
 from scheduler.models import Lease, ListFilter
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:  # a read of a starting lease loads the readiness code (and the drivers) when it needs them
+    from scheduler.leases.readiness import ReadinessPolicy
+    from scheduler.providers.configured import ConfiguredProviders
+    from scheduler.store import LeaseStore
 
 LeaseCheck = Callable[[Lease, Deadline | None], Read]
 
@@ -26,7 +29,7 @@ def get_when_ready(
     wait_seconds: float,
     store: LeaseStore,
     providers: ConfiguredProviders,
-    policy: ReadinessPolicy,
+    policy: Callable[[], ReadinessPolicy],
     check: LeaseCheck | None = None,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
@@ -36,7 +39,9 @@ def get_when_ready(
     lease = store.get(lease_id)
     if not lease.is_starting:
         return check(lease, deadline) if check is not None else Read(lease)
-    waited = wait_ready(lease_id, wait_seconds, store, providers, policy, clock, deadline, read=lease)
+    from scheduler.leases.readiness import wait_ready
+
+    waited = wait_ready(lease_id, wait_seconds, store, providers, policy(), clock, deadline, read=lease)
     return Read(waited.lease, became_ready=waited.became_ready, boot_failure=waited.boot_failure)
 
 

@@ -7,7 +7,7 @@ from datetime import date
 
 from scheduler.clock import Clock, utc_now
 from scheduler.costs import usd
-from scheduler.models import UsageGrouping, UsageQuery
+from scheduler.request_models import UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 
 Total = dict[str, object]

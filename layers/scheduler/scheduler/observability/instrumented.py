@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler.deadline import Deadline
-from scheduler.models import Lease, LeaseRequest
+from scheduler.models import Lease
 from scheduler.observability.metrics import Metrics
 from scheduler.observability.tracing import provider_span
 from scheduler.providers.base import (
@@ -26,6 +27,9 @@ from scheduler.providers.base import (
     StoppedWorker,
 )
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 
 def failure_reason(error: Exception) -> str:

@@ -37,10 +37,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from scheduler.deadline import Deadline
-from scheduler.models import Lease, LeaseRequest
-from scheduler.worker_logs import LogLine, LogQuery
+from scheduler.models import Lease
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic); only the logs route reads logs
+    from scheduler.request_models import LeaseRequest
+    from scheduler.worker_logs import LogLine, LogQuery
 
 MANAGED_LABEL = "openalice.scheduler/managed"
 LEASE_ID_LABEL = "openalice.scheduler/lease-id"

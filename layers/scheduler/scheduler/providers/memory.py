@@ -20,10 +20,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline
-from scheduler.models import GpuClass, Lease, LeaseRequest
+from scheduler.models import GpuClass, Lease
 from scheduler.providers.base import (
     ManagedWorker,
     PriceAboveCeiling,
@@ -38,6 +39,9 @@ from scheduler.providers.base import (
     above_ceiling,
 )
 from scheduler.worker_logs import LogLine, LogQuery, select
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 GONE = "the worker no longer exists"
 

@@ -24,7 +24,6 @@ from scheduler.costs import accrued_usd, micros, spend_micros
 from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
 from scheduler.lifecycle import LeaseStatus, Refusal, Transition
 from scheduler.models import Lease
-from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
@@ -35,6 +34,7 @@ from scheduler.store.usage import UsageBook
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.providers.base import ProvisionedWorker
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
 _CLAIM_TTL_SECONDS = 30 * 24 * 3600
@@ -230,12 +230,10 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
         inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome)
         ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
         lease = claim.lease
-        return ended or lease.model_copy(
-            update={
-                "status": claim.outcome,
-                "released_at": datetime.fromtimestamp(epoch(now), UTC),
-                "cost_usd": accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
-            }
+        return ended or lease.replace(
+            status=claim.outcome,
+            released_at=datetime.fromtimestamp(epoch(now), UTC),
+            cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
         )
 
     # --- readiness -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import requests
@@ -21,7 +21,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
+from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     KIND_LABEL,
     LEASE_ID_LABEL,
@@ -50,6 +50,9 @@ from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
 from scheduler.providers.local_docker.hosts import DockerHostSpec
 from scheduler.providers.local_docker.logs import read_container_logs
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 

@@ -16,12 +16,12 @@ remembered as down (`DOWN_SECONDS`) and skipped until then.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aws_lambda_powertools import Logger
 
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import Lease, LeaseRequest
+from scheduler.models import Lease
 from scheduler.providers.base import (
     ManagedWorker,
     Provider,
@@ -37,6 +37,9 @@ from scheduler.providers.base import (
 from scheduler.providers.local_docker import NAME
 from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 

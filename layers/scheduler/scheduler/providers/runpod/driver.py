@@ -13,12 +13,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
 from scheduler.deadline import Deadline, or_never
-from scheduler.models import GpuClass, Lease, LeaseRequest, WorkerKind, format_time
+from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     WORKER_NAME_PREFIX,
     ManagedWorker,
@@ -41,6 +41,9 @@ from scheduler.providers.runpod.catalog import CATALOG, CatalogCache, Prices, pa
 from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_log_request, read_pod_logs
 from scheduler.providers.runpod.quota import CREATE, READ, RELEASE, RequestBudget
 from scheduler.worker_logs import LogLine, LogQuery
+
+if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+    from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 

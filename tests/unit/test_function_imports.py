@@ -1,0 +1,59 @@
+"""What each function imports at init, in a fresh process as Lambda starts one: the read and background
+functions load neither pydantic nor a provider's SDK (their cold start stays near boto3's own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ENVIRONMENT = {
+    "PATH": os.environ.get("PATH", ""),
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "LEASES_TABLE": "leases",
+    "INTERNAL_SECRET": "test",
+    "PROVIDERS": "local-docker,runpod",
+    "DOCKER_HOST": "tcp://127.0.0.1:9",
+    "RUNPOD_API_KEY": "test",
+}
+HEAVY = ("pydantic", "pydantic_core", "docker", "requests")
+LIGHT_FUNCTIONS = (
+    "get_lease",
+    "list_leases",
+    "release_lease",
+    "renew_lease",
+    "sweep_expired",
+    "ttl_stream",
+    "reconcile_workers",
+)
+
+
+def packages_imported_by(function: str) -> set[str]:
+    """The top-level packages a fresh interpreter holds after importing the function's handler module."""
+    program = (
+        "import json, sys; "
+        f"sys.path[:0] = [{str(REPO / 'functions' / function)!r}, {str(REPO / 'layers' / 'scheduler')!r}]; "
+        "import app; print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=ENVIRONMENT, capture_output=True, text=True, cwd="/", check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("function", LIGHT_FUNCTIONS)
+def test_a_read_or_background_function_imports_neither_pydantic_nor_a_provider_sdk(function: str) -> None:
+    assert packages_imported_by(function) & set(HEAVY) == set()
+
+
+def test_the_acquire_function_loads_pydantic_and_the_docker_sdk_at_init() -> None:
+    assert {"pydantic", "docker"} <= packages_imported_by("acquire_lease")
