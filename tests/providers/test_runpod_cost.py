@@ -3,19 +3,18 @@ and placement (dataCenterIds): prices decide which types are tried, a pod's own 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import PriceAboveCeiling
 from scheduler.providers.runpod.catalog import CatalogCache
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
 from scheduler.request_models import LeaseRequest
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
+from tests.unit.builders import new_lease
 
 KEY = "test-key"
 RTX_4090, A100, H100 = "NVIDIA GeForce RTX 4090", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
@@ -51,18 +50,8 @@ def driver(
 
 def lease(ceiling: float | None = None, region: str | None = None) -> Lease:
     now = datetime.now(UTC).replace(microsecond=0)
-    return Lease(
-        lease_id=str(uuid.uuid4()),
-        provider="runpod",
-        kind=WorkerKind.RENDERER,
-        gpu=GpuClass.HIGH,
-        status=LeaseStatus.PENDING,
-        created_at=now,
-        expires_at=now + timedelta(hours=1),
-        ttl_seconds=3600,
-        max_cost_per_hour=ceiling,
-        region=region,
-    )
+    made = new_lease(provider="runpod", gpu=GpuClass.HIGH, created_at=now, region=region)
+    return made.model_copy(update={"max_cost_per_hour": ceiling})
 
 
 def created_types(fake: FakeRunPod) -> list[str]:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from scheduler.deadline import Deadline
-from scheduler.lifecycle import LeaseStatus
-from scheduler.models import GpuClass, Lease, WorkerKind
+from scheduler.models import GpuClass, WorkerKind
 from scheduler.providers.base import ProviderRequestFailed
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
 from scheduler.worker_logs import LogQuery
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
+from tests.unit.builders import new_lease
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +35,9 @@ def driver(fake: FakeRunPod, slept: list[float]) -> RunPodProvider:
 
 def pod(provider: RunPodProvider) -> str:
     now = datetime.now(UTC).replace(microsecond=0)
-    lease = Lease(
-        lease_id=str(uuid.uuid4()),
-        provider="runpod",
-        kind=WorkerKind.RENDERER,
-        gpu=GpuClass.HIGH,
-        status=LeaseStatus.PENDING,
-        created_at=now,
-        expires_at=now + timedelta(minutes=10),
-        ttl_seconds=600,
-    )
-    return provider.provision(lease, {}).token
+    return provider.provision(
+        new_lease(provider="runpod", gpu=GpuClass.HIGH, ttl_seconds=600, created_at=now), {}
+    ).token
 
 
 def test_a_rate_limited_logs_request_is_asked_again_after_retry_after(fake: FakeRunPod) -> None:

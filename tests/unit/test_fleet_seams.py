@@ -13,10 +13,11 @@ from scheduler.leases.outcomes import lease_or_raise
 from scheduler.leases.readiness import ReadinessPolicy, check_starting_leases
 from scheduler.leases.release import release
 from scheduler.limits import LeaseLimits
-from scheduler.models import LeaseRequest, WorkerKind
+from scheduler.models import WorkerKind
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.local_docker.fleet import DockerFleet, split_token
 from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts
+from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.store.host_slots import StoreHostSlots
 

@@ -7,21 +7,20 @@ is the fake RunPod's (tests/fakes/runpod.py), which answers 429 past it.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from devstack.dynamodb import DynamoDBClient
-from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
 from scheduler.providers.runpod.quota import CREATE, RELEASE, LocalBudget, RequestBudget, parse_policy, parse_remaining
 from scheduler.store.api_budget import ApiBudget, QuotaWindow
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 from tests.support.tables import make_table
+from tests.unit.builders import new_lease
 
 KEY = "budget-key"
 TEN_SECONDS = '"ten";q=30;w=10'
@@ -97,17 +96,7 @@ def test_a_call_that_cannot_get_a_request_in_time_is_held_back_not_sent() -> Non
 
 
 def _lease() -> Lease:
-    now = datetime.now(UTC).replace(microsecond=0)
-    return Lease(
-        lease_id=str(uuid.uuid4()),
-        provider="runpod",
-        kind=WorkerKind.RENDERER,
-        gpu=GpuClass.HIGH,
-        status=LeaseStatus.PENDING,
-        created_at=now,
-        expires_at=now + timedelta(hours=1),
-        ttl_seconds=3600,
-    )
+    return new_lease(provider="runpod", gpu=GpuClass.HIGH, created_at=datetime.now(UTC).replace(microsecond=0))
 
 
 def _invocation(fake: FakeRunPod, shared: ApiBudget) -> RunPodProvider:
