@@ -9,7 +9,7 @@ from scheduler.errors import BudgetExceeded
 from scheduler.leases.acquire import acquire, new_lease_id
 from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
 from scheduler.observability.metrics import budget_refused, count, worker_ready
-from scheduler.request_models import LeaseRequest, parse_model
+from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -25,7 +25,7 @@ runtime.providers.warm()
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the LeaseRequest, acquire (provider calls end before API Gateway's 30 s), answer 201."""
     deadline = request_deadline(context)
-    body = parse_model(LeaseRequest, request.json_body(), what="request body")
+    body = LeaseRequest.parse(request.json_body())
     logger.append_keys(**{key: value for key in ("owner_id", "correlation_id") if (value := getattr(body, key))})
     lease_id = new_lease_id()
 

@@ -10,7 +10,6 @@ from aws_lambda_powertools import Logger, Metrics
 from scheduler.api.http import HttpRequest, Response, http_endpoint, text_response
 from scheduler.api.queries import LogsQuery
 from scheduler.leases.logs import worker_logs
-from scheduler.request_models import parse_model
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -26,7 +25,7 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    query = parse_model(LogsQuery, dict(request.queryStringParameters), what="query")
+    query = LogsQuery.parse(request.queryStringParameters)
     output = worker_logs(
         lease_id,
         owner,

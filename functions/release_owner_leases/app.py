@@ -9,7 +9,6 @@ from scheduler.api.queries import OwnerReleaseQuery
 from scheduler.errors import NotLeaseOwner
 from scheduler.leases.release_all import release_all
 from scheduler.observability.metrics import lease_ended
-from scheduler.request_models import parse_model
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -22,7 +21,7 @@ runtime = Runtime.from_environment().warm("store", "providers")  # drivers load 
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """X-Lease-Owner must name the owner; answer what was released, what was not, and where to continue."""
-    query = parse_model(OwnerReleaseQuery, dict(request.queryStringParameters), what="query")
+    query = OwnerReleaseQuery.parse(request.queryStringParameters)
     owner = request.header("X-Lease-Owner")
     logger.append_keys(owner_id=query.owner_id)
     if owner != query.owner_id:

@@ -4,14 +4,12 @@ The event source mapping's FilterCriteria passes only TTL deletions of live leas
 is repeated here so a misconfigured mapping can never turn a user deletion into a release.
 """
 
-from functools import partial
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+from scheduler.api.stream_batch import PartialBatchResponse, handle_batch
 from scheduler.deadline import Deadline
 from scheduler.leases.ttl_stream import is_ttl_deletion_of_live_lease, release_ttl_deleted
 from scheduler.observability.metrics import lease_ended
@@ -20,15 +18,13 @@ from scheduler.runtime import Runtime, background_deadline
 logger = Logger()
 metrics = Metrics()
 runtime = Runtime.from_environment().warm("store", "providers")
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-def release_record(record: DynamoDBRecord, deadline: Deadline | None = None) -> None:
+def release_record(record: Mapping[str, Any], deadline: Deadline | None = None) -> None:
     """Release one TTL-deleted lease's worker; raising marks the record failed for a retry."""
-    raw = record.raw_event
-    if not is_ttl_deletion_of_live_lease(raw):
+    if not is_ttl_deletion_of_live_lease(record):
         return
-    old_image = raw["dynamodb"]["OldImage"]
+    old_image = record["dynamodb"]["OldImage"]
     lease = release_ttl_deleted(old_image, runtime.store, runtime.providers, runtime.clock, deadline)
     if lease is not None:
         lease_ended(runtime.metrics, lease)
@@ -37,11 +33,7 @@ def release_record(record: DynamoDBRecord, deadline: Deadline | None = None) -> 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+def lambda_handler(event: dict[str, Any], context: Any) -> PartialBatchResponse:
     """Process the batch, reporting failed records so only they are retried."""
-    return process_partial_response(
-        event=event,
-        record_handler=partial(release_record, deadline=background_deadline(context)),
-        processor=processor,
-        context=context,
-    )
+    deadline = background_deadline(context)
+    return handle_batch(event, lambda record: release_record(record, deadline), logger)

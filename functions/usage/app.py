@@ -6,7 +6,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.usage import usage_report
-from scheduler.request_models import UsageQuery, parse_model
+from scheduler.request_models import UsageQuery
 from scheduler.runtime import Runtime
 
 logger = Logger()
@@ -19,5 +19,5 @@ runtime = Runtime.from_environment().warm("store")
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Totals of the leases that ended on the days `since`..`until`, grouped by owner, kind or provider."""
-    query = parse_model(UsageQuery, dict(request.queryStringParameters), what="query")
+    query = UsageQuery.parse(request.queryStringParameters)
     return json_response(200, usage_report(query, runtime.store, runtime.clock))

@@ -230,7 +230,7 @@ def test_crash_between_provision_and_activation_leaves_nothing_behind(
 ) -> None:
     """A pending row plus its container, as an acquire killed right after the create leaves them."""
     from scheduler.lifecycle import LeaseStatus
-    from scheduler.models import Lease, WorkerKind
+    from scheduler.models import GpuClass, Lease, WorkerKind
 
     store = reconciling_stack.lease_store()
     lease_id = str(uuid.uuid4())
@@ -249,7 +249,7 @@ def test_crash_between_provision_and_activation_leaves_nothing_behind(
             lease_id=lease_id,
             provider="local-docker",
             kind=WorkerKind.RENDERER,
-            gpu="none",
+            gpu=GpuClass.NONE,
             status=LeaseStatus.PENDING,
             created_at=now,
             expires_at=now + timedelta(hours=1),

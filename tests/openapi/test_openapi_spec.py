@@ -286,11 +286,16 @@ def test_enums_match_the_models(spec: dict[str, Any]) -> None:
     assert _schema(spec, "LiveLease")["allOf"][1]["properties"]["status"]["enum"] == live
 
 
+def _names(model: Any) -> set[str]:
+    """A model's field names: a dataclass's or a NamedTuple's."""
+    return set(model._fields) if hasattr(model, "_fields") else {field.name for field in fields(model)}
+
+
 def test_lease_request_schema_matches_the_model(spec: dict[str, Any]) -> None:
     schema = _schema(spec, "LeaseRequest")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == set(LeaseRequest.model_fields)
-    assert schema["required"] == [name for name, field in LeaseRequest.model_fields.items() if field.is_required()]
+    assert set(schema["properties"]) == set(LeaseRequest._fields)
+    assert schema["required"] == [name for name in LeaseRequest._fields if name not in LeaseRequest._field_defaults]
     ttl = schema["properties"]["ttl_seconds"]
     assert (ttl["type"], ttl["minimum"], ttl["maximum"], ttl["default"]) == ("integer", 1, MAX_TTL_SECONDS, 3600)
     assert schema["properties"]["gpu"]["default"] == GpuClass.NONE.value
@@ -320,7 +325,7 @@ def test_idempotency_key_bounds_match_the_service(spec: dict[str, Any]) -> None:
 def test_renew_request_schema_matches_the_model(spec: dict[str, Any]) -> None:
     schema = _schema(spec, "RenewRequest")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {field.name for field in fields(RenewRequest)}
+    assert set(schema["properties"]) == _names(RenewRequest)
     ttl = schema["properties"]["ttl_seconds"]
     assert (ttl["minimum"], ttl["maximum"]) == (1, MAX_TTL_SECONDS)
     renew = spec["paths"]["/v1/lease/{lease_id}/renew"]["post"]
@@ -347,7 +352,7 @@ def test_lease_schema_lists_every_field_of_the_model_as_required(spec: dict[str,
 def test_list_query_parameters_match_the_filter_model(spec: dict[str, Any]) -> None:
     operation = spec["paths"]["/v1/leases"]["get"]
     parameters = {parameter["name"]: _resolve(spec, parameter) for parameter in operation["parameters"]}
-    assert set(parameters) == {field.name for field in fields(ListFilter)}
+    assert set(parameters) == _names(ListFilter)
     assert all(parameter["in"] == "query" and not parameter["required"] for parameter in parameters.values())
     limit = parameters["limit"]["schema"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 1000, 100)
@@ -364,7 +369,7 @@ def test_logs_query_parameters_match_the_logs_query_model(spec: dict[str, Any]) 
     operation = spec["paths"]["/v1/lease/{lease_id}/logs"]["get"]
     resolved = [_resolve(spec, parameter) for parameter in operation["parameters"]]
     parameters = {parameter["name"]: parameter for parameter in resolved}
-    assert {name for name, parameter in parameters.items() if parameter["in"] == "query"} == set(LogsQuery.model_fields)
+    assert {name for name, parameter in parameters.items() if parameter["in"] == "query"} == _names(LogsQuery)
     tail = parameters["tail"]["schema"]
     assert (tail["minimum"], tail["maximum"], tail["default"]) == (1, MAX_TAIL, DEFAULT_TAIL)
     assert set(operation["responses"]["200"]["content"]) == {"text/plain"}
@@ -377,8 +382,8 @@ def test_owner_release_query_parameters_match_the_model(spec: dict[str, Any]) ->
     resolved = [_resolve(spec, parameter) for parameter in operation["parameters"]]
     parameters = {parameter["name"]: parameter for parameter in resolved}
     queries = {name: parameter for name, parameter in parameters.items() if parameter["in"] == "query"}
-    assert set(queries) == set(OwnerReleaseQuery.model_fields)
+    assert set(queries) == _names(OwnerReleaseQuery)
     assert queries["owner_id"]["required"] is True
-    from scheduler.api.queries import OWNER_ID_PATTERN
+    from scheduler.models import OWNER_ID_PATTERN
 
     assert queries["owner_id"]["schema"]["pattern"] == OWNER_ID_PATTERN

@@ -51,7 +51,7 @@ def driver(
 def lease(ceiling: float | None = None, region: str | None = None) -> Lease:
     now = datetime.now(UTC).replace(microsecond=0)
     made = new_lease(provider="runpod", gpu=GpuClass.HIGH, created_at=now, region=region)
-    return made.model_copy(update={"max_cost_per_hour": ceiling})
+    return made.replace(max_cost_per_hour=ceiling)
 
 
 def created_types(fake: FakeRunPod) -> list[str]:
@@ -106,7 +106,7 @@ def test_the_price_bound_is_the_dearest_type_within_the_ceiling(fake: FakeRunPod
     request = LeaseRequest(kind=WorkerKind.RENDERER, gpu=GpuClass.HIGH)
 
     assert driver(fake).price_bound(request) == 2.99
-    assert driver(fake).price_bound(request.model_copy(update={"max_cost_per_hour": 2.0})) == 1.64
+    assert driver(fake).price_bound(request._replace(max_cost_per_hour=2.0)) == 1.64
 
 
 def test_a_region_places_pods_only_in_its_data_centers(fake: FakeRunPod) -> None:

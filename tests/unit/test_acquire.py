@@ -39,7 +39,7 @@ def test_the_served_lease_is_active_with_its_worker(store: LeaseStore) -> None:
 
 def test_a_provider_that_cannot_serve_the_request_is_not_asked(store: LeaseStore) -> None:
     cpu_only, gpus = memory_provider("local-docker", gpus=frozenset({GpuClass.NONE})), memory_provider("runpod")
-    outcome = acquire(REQUEST.model_copy(update={"gpu": GpuClass.HIGH}), store, registry_of(cpu_only, gpus))
+    outcome = acquire(REQUEST._replace(gpu=GpuClass.HIGH), store, registry_of(cpu_only, gpus))
     assert isinstance(outcome, Acquired) and outcome.lease.provider == "runpod"
     assert cpu_only.provisioned == []
 
@@ -76,7 +76,7 @@ def test_a_refusal_stops_at_that_provider_and_ends_the_lease_failed(store: Lease
 
 def test_a_request_no_provider_offers_writes_no_lease(store: LeaseStore) -> None:
     cpu_only = memory_provider(gpus=frozenset({GpuClass.NONE}))
-    outcome = acquire(REQUEST.model_copy(update={"gpu": GpuClass.HIGH}), store, registry_of(cpu_only))
+    outcome = acquire(REQUEST._replace(gpu=GpuClass.HIGH), store, registry_of(cpu_only))
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, NoCapacity)
     assert (outcome.lease_id, outcome.ended, outcome.error.details) == (None, False, None)
 

@@ -51,7 +51,7 @@ def registry(fleet: DockerFleet) -> ConfiguredProviders:
 
 
 def acquire(store: LeaseStore, fleet: DockerFleet, **request: Any) -> Lease:
-    return lease_or_raise(acquire_lease(REQUEST.model_copy(update=request), store, registry(fleet)))
+    return lease_or_raise(acquire_lease(REQUEST._replace(**request), store, registry(fleet)))
 
 
 def host_of(lease: Lease) -> str | None:
@@ -119,7 +119,7 @@ def test_hosts_that_cannot_serve_the_gpu_or_region_are_not_chosen(limited_store:
 
     assert host_of(acquire(limited_store, fleet, gpu=GpuClass.ENTRY, region="us")) == "gpu-us"
     assert host_of(acquire(limited_store, fleet, gpu=GpuClass.ENTRY)) == "gpu-eu"
-    assert not fleet.available(REQUEST.model_copy(update={"gpu": GpuClass.MID}))
+    assert not fleet.available(REQUEST._replace(gpu=GpuClass.MID))
 
 
 @NEEDS_TRANSACTIONS

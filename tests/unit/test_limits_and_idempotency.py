@@ -46,7 +46,7 @@ def caps(**per_provider: int) -> LeaseLimits:
 
 
 def acquire(store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, **request: object) -> Lease:
-    return lease_or_raise(acquire_lease(REQUEST.model_copy(update=request), store, registry, limits))
+    return lease_or_raise(acquire_lease(REQUEST._replace(**request), store, registry, limits))
 
 
 def counter(store: LeaseStore, name: str) -> int:
@@ -224,7 +224,7 @@ def test_same_key_with_a_different_body_is_a_conflict(
     keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
     keyed("key-2")
     with pytest.raises(LeaseConflict, match="different request body"):
-        keyed("key-2", REQUEST.model_copy(update={"ttl_seconds": 60}))
+        keyed("key-2", REQUEST._replace(ttl_seconds=60))
 
 
 def test_ten_concurrent_requests_with_one_key_make_one_worker(

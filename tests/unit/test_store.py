@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -37,7 +36,7 @@ def all_live(store: LeaseStore, query: ListFilter | None = None) -> list[str]:
     ids: list[str] = []
     token: str | None = None
     for _ in range(100):
-        page, token = store.list_live(replace(query, next_token=token), NOW)
+        page, token = store.list_live(query._replace(next_token=token), NOW)
         ids.extend(lease.lease_id for lease in page)
         if token is None:
             return ids

@@ -13,7 +13,7 @@ the lease, so concurrent acquires can never overshoot:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler.config import Settings
 from scheduler.costs import micros, spend_micros, usd, utc_day
@@ -24,8 +24,7 @@ PER_HOUR = "MAX_COST_PER_HOUR_PER_OWNER"
 PER_DAY = "MAX_SPEND_PER_OWNER_PER_DAY"
 
 
-@dataclass(frozen=True)
-class OwnerBudgets:
+class OwnerBudgets(NamedTuple):
     """The owner budgets the settings set (None: unlimited). Leases without an owner have none."""
 
     per_hour: float | None = None
@@ -121,8 +120,7 @@ def spend_counter(owner_id: str, epoch_seconds: int) -> str:
     return f"{SPEND_PREFIX}{utc_day(epoch_seconds)}#{owner_id}"
 
 
-@dataclass(frozen=True)
-class Reweighing:
+class Reweighing(NamedTuple):
     """Held entries after a change of reservation, and what each budget counter takes (amount > 0) or
     gives back (amount < 0) in the same transaction."""
 

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
@@ -41,8 +41,7 @@ class Secret(str):
         return str.__str__(self)
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """Where a variable's value comes from in a deployed stack."""
 
     parameter: str | None = None  # set from this template parameter
@@ -92,9 +91,9 @@ def one_of(*allowed: str) -> Callable[[str], str]:
 class SettingsSection:
     """Typed settings parsed from an environment; a field's variable is its UPPER_CASE name.
 
-    Subclasses are declared `@dataclass(frozen=True, init=False, repr=False, eq=False)`: their methods (init,
-    equality, repr, hash) are these, compiled once into the layer's bytecode, where a plain dataclass would
-    compile its own, sized by its fields, at every cold start.
+    Subclasses are declared `@dataclass(init=False, repr=False, eq=False)`: their methods (init, equality,
+    repr, hash, and the refusal to change a field) are these, compiled once into the layer's bytecode,
+    where a plain frozen dataclass would compile its own, sized by its fields, at every cold start.
     """
 
     __dataclass_fields__: ClassVar[dict[str, Any]]  # each subclass's, set by @dataclass
@@ -115,6 +114,12 @@ class SettingsSection:
 
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, spec.name) for spec in fields(self))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: settings are immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: settings are immutable")
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -222,7 +227,7 @@ def _probe_path(raw: str) -> str:
 API_VERSION = _api_version  # for providers whose settings take an Engine API version
 
 
-@dataclass(frozen=True, init=False, repr=False, eq=False)  # methods: SettingsSection's
+@dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class Settings(SettingsSection):
     """Everything the functions read from their environment."""
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Deadline:
+class Deadline(NamedTuple):
     """A moment on the monotonic clock by which the work must be done."""
 
     at: float

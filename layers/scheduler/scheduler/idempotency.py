@@ -27,7 +27,7 @@ from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 MAX_KEY_LENGTH = 255
@@ -79,7 +79,7 @@ class IdempotentAcquire:
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)
-        attempt = {"key": key, "body": request.model_dump(mode="json")}
+        attempt = {"key": key, "body": request.as_json()}
         self._invocation.acquire = acquire
         wait_until = or_never(deadline).sooner(_WAIT_SECONDS)
         while True:

@@ -22,8 +22,8 @@ up and removed the worker itself), so two actors can never both release one work
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, StrEnum
+from typing import NamedTuple
 
 
 class LeaseStatus(StrEnum):
@@ -88,8 +88,7 @@ class Write(Enum):
     )
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
     """One allowed change of a lease.
 
     `source` None: the lease must not exist yet (a new item). `target` None: the claim's recorded
@@ -210,8 +209,7 @@ class Refusal(Enum):
     CHANGED = "changed"  # another actor changed it first (no caller-facing meaning)
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(NamedTuple):
     """The lease as it was when a write lost: only what the guards look at."""
 
     status: LeaseStatus

@@ -4,25 +4,25 @@ owner (`MAX_LEASES_PER_OWNER`), each a counter taken in the lease's own transact
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from scheduler.budgets import OwnerBudgets
 from scheduler.config import Settings
 from scheduler.store.counters import Limit
 
 
-@dataclass(frozen=True)
-class LeaseLimits:
+class LeaseLimits(NamedTuple):
     """Which limits apply; unset means unlimited (and no counter is kept)."""
 
-    provider_caps: Mapping[str, int] = field(default_factory=dict)
+    provider_caps: Mapping[str, int] = MappingProxyType({})
     per_owner: int | None = None
     # Count every provider's live leases, capped or not. Off by default: it turns every acquire and
     # release into a transaction (2x the write units); the reconciler reports ActiveLeases from its
     # own listing instead, and the sweep adds the counted ones when caps are set.
     count_providers: bool = False
     # The owner budgets in USD (MAX_COST_PER_HOUR_PER_OWNER, MAX_SPEND_PER_OWNER_PER_DAY).
-    budgets: OwnerBudgets = field(default_factory=OwnerBudgets)
+    budgets: OwnerBudgets = OwnerBudgets()
     # A Docker fleet host has `max_leases`: its slot counters exist and the reconciler must repair them too.
     host_caps: bool = False
 

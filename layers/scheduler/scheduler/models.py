@@ -1,19 +1,17 @@
 """Wire shapes of the lease API (`openapi.yaml`) that every function shares: the Lease, the read queries,
 the renew body, and their enums.
 
-Plain dataclasses with hand-written validation (`scheduler.inputs`): the read functions import no
-pydantic, which costs them about a sixth of their cold start. The acquire body, with its many rules,
-is a pydantic model in `scheduler.requests`, which only the acquire path (and usage) imports.
+Plain classes with hand-written validation (`scheduler.inputs`). The acquire body and the usage query,
+with their many rules, are in `scheduler.request_models`, which only those paths import.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from scheduler.inputs import fields_of
 from scheduler.lifecycle import LeaseStatus, WorkerState
@@ -29,7 +27,7 @@ MAX_TOKEN_CHARS = 4_096
 # Owners travel back in the X-Lease-Owner header, so they must be header-safe: printable ASCII,
 # no surrounding spaces (a value no header can carry would lock its lease for good).
 OWNER_ID_PATTERN = r"^[!-~]([ -~]*[!-~])?$"
-_OWNER_ID = re.compile(OWNER_ID_PATTERN.removeprefix("^").removesuffix("$"))
+OWNER_ID = re.compile(OWNER_ID_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class WorkerKind(StrEnum):
@@ -222,8 +220,7 @@ class Lease:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
-class RenewRequest:
+class RenewRequest(NamedTuple):
     """Body of `POST /v1/lease/{lease_id}/renew`; an absent ttl keeps the lease's own."""
 
     ttl_seconds: int | None = None
@@ -240,8 +237,7 @@ class RenewRequest:
 MAX_WAIT_READY_SECONDS = 25  # API Gateway gives a route 30 s
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReadQuery:
+class ReadQuery(NamedTuple):
     """Query of `GET /v1/lease/{lease_id}`: `wait_ready` seconds to wait for a starting worker (0: none)."""
 
     wait_ready: int = 0
@@ -265,9 +261,8 @@ class ReadQuery:
 MAX_LIST_LIMIT = 1000
 
 
-@dataclass(frozen=True, kw_only=True)
-class ListFilter:
-    """Query of `GET /v1/leases` (`dataclasses.replace` gives the next page's)."""
+class ListFilter(NamedTuple):
+    """Query of `GET /v1/leases` (`_replace(next_token=…)` gives the next page's)."""
 
     owner_id: str | None = None
     kind: WorkerKind | None = None
@@ -280,7 +275,7 @@ class ListFilter:
         """From the query string's parameters; InvalidRequest naming each problem otherwise."""
         query = fields_of(data, "query", ("owner_id", "kind", "provider", "limit", "next_token"))
         found = cls(
-            owner_id=query.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=_OWNER_ID),
+            owner_id=query.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID),
             kind=query.choice("kind", WorkerKind),
             provider=query.text("provider", max_length=64),
             limit=query.whole_number(

@@ -7,8 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
@@ -23,22 +22,20 @@ from scheduler.providers.base import (
     WorkerOutcomeUnknown,
 )
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
 
 
-@dataclass(frozen=True)
-class Provisioned:
+class Provisioned(NamedTuple):
     """The provider made the worker."""
 
     provider: Provider
     worker: ProvisionedWorker
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(NamedTuple):
     """The provider cannot serve now: the next one is tried. `worker_may_exist`: it could not confirm
     that nothing was left behind, so the lease must stay `pending` for the reconciler."""
 
@@ -47,8 +44,7 @@ class Skipped:
     cheapest: float | None = None  # the provider's price was above the request's ceiling: the lowest it saw
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(NamedTuple):
     """The provider refused the request outright: no other provider is tried."""
 
     reason: str

@@ -1,27 +1,17 @@
-"""The pydantic models of the inputs with many rules: the acquire body (`POST /v1/lease`) and the usage
-query. Only the acquire and usage paths import this module (and pydantic with it); the read inputs
-are plain dataclasses in `scheduler.models`.
+"""The inputs with many rules: the acquire body (`POST /v1/lease`) and the usage query (`GET /v1/usage`),
+validated by hand (`scheduler.inputs`) as strictly as the contract (`openapi.yaml`) describes them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, TypeVar
+from types import MappingProxyType
+from typing import NamedTuple, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-)
-
-from scheduler.errors import InvalidRequest, invalid_input
+from scheduler.inputs import Fields, fields_of
 from scheduler.models import (
     DEFAULT_TTL_SECONDS,
     MAX_COST_PER_HOUR,
@@ -30,75 +20,67 @@ from scheduler.models import (
     MAX_LABEL_CHARS,
     MAX_TTL_SECONDS,
     MIN_COST_PER_HOUR,
-    OWNER_ID_PATTERN,
+    OWNER_ID,
     GpuClass,
     WorkerKind,
 )
 
 _ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
-Model = TypeVar("Model", bound=BaseModel)
-
-OptionalLabel = Annotated[StrictStr | None, Field(default=None, max_length=MAX_LABEL_CHARS)]
-# USD per hour: a JSON number (never a string or a boolean), from one micro-dollar up.
-PricePerHour = (
-    Annotated[StrictFloat, Field(ge=MIN_COST_PER_HOUR, le=MAX_COST_PER_HOUR, allow_inf_nan=False)]
-    | Annotated[StrictInt, Field(ge=1, le=MAX_COST_PER_HOUR)]
-)
-OwnerId = Annotated[StrictStr | None, Field(default=None, max_length=MAX_LABEL_CHARS, pattern=OWNER_ID_PATTERN)]
 
 
-def parse_model(model: type[Model], data: object, *, what: str) -> Model:
-    """Validate `data` into `model`; InvalidRequest with one line per problem otherwise."""
-    if not isinstance(data, dict):
-        raise InvalidRequest(f"{what} must be a JSON object")
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        problems = [
-            {"field": ".".join(str(part) for part in issue["loc"]) or what, "problem": issue["msg"]}
-            for issue in error.errors(include_url=False, include_input=False)
-        ]
-        raise invalid_input(what, problems) from error
-
-
-class LeaseRequest(BaseModel):
-    """Body of `POST /v1/lease`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LeaseRequest(NamedTuple):
+    """Body of `POST /v1/lease` (`_replace` gives a changed copy)."""
 
     kind: WorkerKind
     gpu: GpuClass = GpuClass.NONE
-    ttl_seconds: StrictInt = Field(default=DEFAULT_TTL_SECONDS, ge=1, le=MAX_TTL_SECONDS)
-    owner_id: OwnerId = None
-    correlation_id: OptionalLabel = None
-    region: OptionalLabel = None
-    max_cost_per_hour: PricePerHour | None = None
-    env: dict[StrictStr, Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE_CHARS, pattern=r"^[^\x00]*$")]] = Field(
-        default_factory=dict, max_length=MAX_ENV_ENTRIES
-    )
+    ttl_seconds: int = DEFAULT_TTL_SECONDS
+    owner_id: str | None = None
+    correlation_id: str | None = None
+    region: str | None = None
+    max_cost_per_hour: float | None = None  # USD per hour, from one micro-dollar up
+    env: Mapping[str, str] = MappingProxyType({})
 
-    @field_validator("owner_id", "correlation_id", "region", mode="before")
     @classmethod
-    def _blank_is_absent(cls, value: object) -> object:
-        return None if value == "" else value
+    def parse(cls, data: object) -> Self:
+        """From the decoded JSON body; InvalidRequest naming each problem otherwise. A blank label is
+        an absent one."""
+        body = fields_of(data, "request body", cls._fields)
+        kind = body.required_choice("kind", WorkerKind)
+        gpu = body.choice_or("gpu", GpuClass, GpuClass.NONE)
+        ttl_seconds = body.strict_int_or("ttl_seconds", DEFAULT_TTL_SECONDS, 1, MAX_TTL_SECONDS)
+        owner_id = body.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID, blank_is_absent=True)
+        correlation_id = body.text("correlation_id", max_length=MAX_LABEL_CHARS, blank_is_absent=True)
+        region = body.text("region", max_length=MAX_LABEL_CHARS, blank_is_absent=True)
+        max_cost_per_hour = body.amount("max_cost_per_hour", MIN_COST_PER_HOUR, MAX_COST_PER_HOUR)
+        env = body.text_map(
+            "env", max_entries=MAX_ENV_ENTRIES, key_pattern=_ENV_KEY, max_value_length=MAX_ENV_VALUE_CHARS
+        )
+        body.check("request body")
+        assert kind is not None  # noqa: S101 - check() refused a missing kind  # nosec B101
+        return cls(
+            kind=kind,
+            gpu=gpu,
+            ttl_seconds=ttl_seconds,
+            owner_id=owner_id,
+            correlation_id=correlation_id,
+            region=region,
+            max_cost_per_hour=max_cost_per_hour,
+            env=env,
+        )
 
-    @field_validator("env")
-    @classmethod
-    def _env_keys_are_variable_names(cls, env: dict[str, str]) -> dict[str, str]:
-        bad = sorted(key for key in env if not _ENV_KEY.fullmatch(key))
-        if bad:
-            # A lone surrogate would break the message itself (pydantic encodes it): escape what UTF-8 cannot carry.
-            shown = ", ".join(key.encode("utf-8", "backslashreplace").decode() for key in bad[:5])
-            raise ValueError(f"env keys must match [A-Z_][A-Z0-9_]*: {shown}")
-        return env
-
-
-class RenewRequest(BaseModel):
-    """Body of `POST /v1/lease/{lease_id}/renew`; an absent ttl keeps the lease's own."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    ttl_seconds: StrictInt | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
+    def as_json(self) -> dict[str, object]:
+        """Every field as JSON values, defaults included, in declaration order: what an Idempotency-Key's
+        stored request is compared by."""
+        return {
+            "kind": self.kind.value,
+            "gpu": self.gpu.value,
+            "ttl_seconds": self.ttl_seconds,
+            "owner_id": self.owner_id,
+            "correlation_id": self.correlation_id,
+            "region": self.region,
+            "max_cost_per_hour": self.max_cost_per_hour,
+            "env": dict(self.env),
+        }
 
 
 class UsageGrouping(StrEnum):
@@ -107,22 +89,38 @@ class UsageGrouping(StrEnum):
     PROVIDER = "provider"
 
 
-_DAY = r"^\d{4}-\d{2}-\d{2}$"
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-class UsageQuery(BaseModel):
+class UsageQuery(NamedTuple):
     """Query of `GET /v1/usage`: UTC days `since`..`until` (inclusive; default today), one owner or all."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    owner_id: OwnerId = None
-    since: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
-    until: Annotated[StrictStr | None, Field(default=None, pattern=_DAY)] = None
+    owner_id: str | None = None
+    since: str | None = None
+    until: str | None = None
     group_by: UsageGrouping = UsageGrouping.OWNER
 
-    @field_validator("since", "until")
     @classmethod
-    def _a_real_day(cls, value: str | None) -> str | None:
-        if value is not None:
-            datetime.strptime(value, "%Y-%m-%d")  # ValueError for 2026-02-30
-        return value
+    def parse(cls, data: object) -> Self:
+        """From the query string's parameters; InvalidRequest naming each problem otherwise."""
+        query = fields_of(data, "query", cls._fields)
+        found = cls(
+            owner_id=query.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID),
+            since=_day(query, "since"),
+            until=_day(query, "until"),
+            group_by=query.choice_or("group_by", UsageGrouping, UsageGrouping.OWNER),
+        )
+        query.check("query")
+        return found
+
+
+def _day(query: Fields, name: str) -> str | None:
+    """A UTC day, YYYY-MM-DD, that exists (2026-02-30 does not)."""
+    value = query.text(name, max_length=10, pattern=_DAY)
+    if value is not None:
+        try:
+            datetime.strptime(value, "%Y-%m-%d")
+        except ValueError:
+            query.problem(name, f"Value error, {name} must be a real day (YYYY-MM-DD)")
+            return None
+    return value

@@ -10,8 +10,8 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 DEFAULT_TAIL = 200
 MAX_TAIL = 5_000
@@ -31,16 +31,14 @@ def _rfc3339() -> re.Pattern[str]:
     return re.compile(_RFC3339_PATTERN, re.ASCII)
 
 
-@dataclass(frozen=True)
-class LogQuery:
+class LogQuery(NamedTuple):
     """Which lines: the last `tail` of those stamped at or after `since_ns` (None: from the start)."""
 
     tail: int = DEFAULT_TAIL
     since_ns: int | None = None
 
 
-@dataclass(frozen=True)
-class LogLine:
+class LogLine(NamedTuple):
     """One line a worker wrote (without its newline), when, and from where (`system`: the provider's own)."""
 
     at_ns: int
@@ -90,8 +88,7 @@ def select(lines: Iterable[LogLine], query: LogQuery) -> list[LogLine]:
     return chosen[-query.tail :] if query.tail > 0 else []
 
 
-@dataclass(frozen=True)
-class RenderedLogs:
+class RenderedLogs(NamedTuple):
     """The text the route answers, and whether older lines were dropped to fit MAX_LOG_BYTES."""
 
     text: str

@@ -30,7 +30,7 @@ from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit
 from scheduler.store.items import InvalidNumber, epoch
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)

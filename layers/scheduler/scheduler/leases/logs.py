@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler.deadline import Deadline
 from scheduler.errors import LeaseConflict, NotLeaseOwner, ProviderFailed, WorkerLogsGone
@@ -14,8 +14,7 @@ from scheduler.store import LeaseStore
 from scheduler.worker_logs import LogQuery, RenderedLogs, render
 
 
-@dataclass(frozen=True)
-class WorkerOutput:
+class WorkerOutput(NamedTuple):
     """What the route answers: the rendered lines and the lease they belong to."""
 
     lease: Lease

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.errors import SchedulerError
 from scheduler.models import Lease
 
 
-@dataclass(frozen=True)
-class Acquired:
+class Acquired(NamedTuple):
     """A worker was provisioned and its lease is active (LeaseAcquired)."""
 
     lease: Lease
@@ -21,8 +19,7 @@ class Acquired:
         return {"lease": self.lease.wire(), "provider": self.lease.provider}
 
 
-@dataclass(frozen=True)
-class Replayed:
+class Replayed(NamedTuple):
     """An Idempotency-Key repeated with the same body: the first answer again, nothing provisioned."""
 
     answer: Mapping[str, Any]
@@ -36,8 +33,7 @@ class Replayed:
         return dict(self.answer)
 
 
-@dataclass(frozen=True)
-class NotAcquired:
+class NotAcquired(NamedTuple):
     """No worker for the caller: `error` says why (its details name the lease row when one was written).
 
     `ended`: this attempt recorded a lease and ended it `failed` just now (LeaseFailed). A lease left
@@ -61,8 +57,7 @@ def lease_or_raise(outcome: AcquireOutcome) -> Lease:
     raise TypeError("a replayed answer carries no Lease object; use its body")
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):
     """A lease as read; `ended_now` when the read found its worker stopped and ended it (GhostLease);
     `became_ready` when this read recorded its worker ready (TimeToReady); `boot_failure` (the BootFailure
     reason) when this read ended it because its worker failed to boot."""

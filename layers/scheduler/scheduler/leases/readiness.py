@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from aws_lambda_powertools import Logger
 
@@ -55,8 +56,7 @@ def http_probe(url: str, timeout: float) -> bool:
     return 200 <= response.status_code < 400
 
 
-@dataclass(frozen=True)
-class ReadinessPolicy:
+class ReadinessPolicy(NamedTuple):
     """How readiness is decided: the boot deadline, how often a provider is asked, the optional HTTP probe."""
 
     timeout_seconds: int = 600
@@ -65,8 +65,7 @@ class ReadinessPolicy:
     probe: Probe = http_probe
 
 
-@dataclass(frozen=True)
-class Refreshed:
+class Refreshed(NamedTuple):
     """A lease after a readiness refresh: `became_ready` when this call recorded it ready, `boot_failure`
     (BOOT_ERROR / BOOT_TIMEOUT) when this call ended it as a boot failure."""
 

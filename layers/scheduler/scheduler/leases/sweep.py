@@ -11,6 +11,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from aws_lambda_powertools import Logger
 
@@ -42,8 +43,7 @@ class SweepReport:
     more: bool = False
 
 
-@dataclass(frozen=True)
-class _Outcome:
+class _Outcome(NamedTuple):
     lease_id: str
     ended: Lease | None = None
     lost_claim: bool = False

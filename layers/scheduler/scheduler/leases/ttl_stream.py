@@ -7,6 +7,7 @@ deletion into a release.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.clock import Clock, utc_now
@@ -20,7 +21,7 @@ from scheduler.store import LeaseStore
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
 
-def is_ttl_deletion_of_live_lease(record: dict[str, Any]) -> bool:
+def is_ttl_deletion_of_live_lease(record: Mapping[str, Any]) -> bool:
     """True for a stream REMOVE made by DynamoDB's TTL process of a lease that was still live."""
     identity = record.get("userIdentity") or {}
     old_status = record.get("dynamodb", {}).get("OldImage", {}).get("status", {}).get("S")

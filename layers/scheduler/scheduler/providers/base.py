@@ -34,15 +34,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic); only the logs route reads logs
+if TYPE_CHECKING:  # only the acquire path builds one; only the logs route reads logs
     from scheduler.request_models import LeaseRequest
     from scheduler.worker_logs import LogLine, LogQuery
 
@@ -57,8 +56,7 @@ def worker_name(lease_id: str) -> str:
     return f"{WORKER_NAME_PREFIX}{lease_id}"
 
 
-@dataclass(frozen=True)
-class ProvisionedWorker:
+class ProvisionedWorker(NamedTuple):
     """What a provider hands back for a running worker."""
 
     token: str
@@ -76,8 +74,7 @@ class ReadinessState(StrEnum):
     FAILED = "failed"  # it will never serve: ERROR/EXITED while booting, or gone
 
 
-@dataclass(frozen=True)
-class Readiness:
+class Readiness(NamedTuple):
     """What the provider says about a worker that was booting: its state and, in words, why (or what it waits for)."""
 
     state: ReadinessState
@@ -96,8 +93,7 @@ class Readiness:
         return cls(ReadinessState.FAILED, detail)
 
 
-@dataclass(frozen=True)
-class ManagedWorker:
+class ManagedWorker(NamedTuple):
     """A worker the provider holds for some lease, as the reconciler sees it."""
 
     lease_id: str
@@ -106,8 +102,7 @@ class ManagedWorker:
     stopped_reason: str | None = None  # set when the worker no longer runs (exited, dead, stuck restarting)
 
 
-@dataclass(frozen=True)
-class StoppedWorker:
+class StoppedWorker(NamedTuple):
     """A managed worker that no longer runs, and why (recorded as its lease's failure reason)."""
 
     lease_id: str

@@ -40,7 +40,7 @@ from scheduler.providers.base import (
 )
 from scheduler.worker_logs import LogLine, LogQuery, select
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 GONE = "the worker no longer exists"

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.store.client import TableClient
 from scheduler.store.items import number_attr, string_attr
@@ -22,8 +21,7 @@ from scheduler.store.items import number_attr, string_attr
 _ATTEMPTS = 20
 
 
-@dataclass(frozen=True)
-class QuotaWindow:
+class QuotaWindow(NamedTuple):
     """At most `quota` requests per `seconds` (fixed windows)."""
 
     name: str
@@ -31,8 +29,7 @@ class QuotaWindow:
     seconds: int
 
 
-@dataclass(frozen=True)
-class WindowState:
+class WindowState(NamedTuple):
     """One window as counted: requests used, when it resets (epoch ms), and how many of them were taken in
     its last second (the provider's reset is known to the second only, so those may fall in its next window)."""
 

@@ -50,8 +50,13 @@ class TableClient:
         self.table_name = table_name
         self.counters_table = counters_table
         self._client = client
-        self._errors = client.exceptions
         self._retry = retry or Backoff()
+
+    @property
+    def _errors(self) -> Any:
+        """The client's modelled exceptions. Only an `except` that is reached reads this: botocore builds
+        all of DynamoDB's exception classes on first access (5 ms of a cold start otherwise)."""
+        return self._client.exceptions
 
     @property
     def client(self) -> Any:

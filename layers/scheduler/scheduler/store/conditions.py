@@ -8,8 +8,7 @@ use), which the store sends with its UpdateItem or transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from scheduler.lifecycle import Guard, LeaseStatus, Transition, WorkerState, Write
 from scheduler.store.items import number_attr, string_attr
@@ -18,8 +17,7 @@ MAX_FAILURE_REASON_CHARS = 1000
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class WorkerRecord:
+class WorkerRecord(NamedTuple):
     """What RECORD_WORKER writes: the provider that served and its worker."""
 
     provider: str
@@ -29,8 +27,7 @@ class WorkerRecord:
     ready: bool = False  # WORKER_STATE: the provider reports the worker usable at once
 
 
-@dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """The values a transition's guards and writes are bound to (each used only where it applies)."""
 
     now: int = 0  # epoch seconds
@@ -52,14 +49,13 @@ class Inputs:
     reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
 
 
-@dataclass
-class Rendered:
+class Rendered(NamedTuple):
     """Expressions with their attribute names and values, ready for UpdateItem / a transaction item."""
 
     condition: str
-    update: str = ""
-    names: dict[str, str] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
+    update: str
+    names: dict[str, str]
+    values: dict[str, Any]
 
     def request(self) -> dict[str, Any]:
         """The expression parameters of an UpdateItem (or a transaction's Update)."""

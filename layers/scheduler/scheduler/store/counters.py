@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.errors import StoreUnavailable
 from scheduler.store.client import TableClient
@@ -40,8 +39,7 @@ def parse_held(entry: str) -> tuple[str, int]:
     return entry, 1
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(NamedTuple):
     """At most `maximum` may be held of `counter`; one lease takes `amount`."""
 
     counter: str
@@ -66,8 +64,7 @@ class Limit:
         return cls(f"owner#{owner_id}", maximum)
 
 
-@dataclass(frozen=True)
-class CounterState:
+class CounterState(NamedTuple):
     """A counter as stored: its value, its version, and what the last repair pass suspected of it."""
 
     leases: int = 0

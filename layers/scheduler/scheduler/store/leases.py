@@ -15,9 +15,8 @@ import contextlib
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
@@ -44,8 +43,7 @@ class LeaseStateChanged(Exception):
     """A conditional write lost: another actor changed the lease first."""
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """The right, held by one actor, to release a lease's worker and record how it ended."""
 
     lease: Lease

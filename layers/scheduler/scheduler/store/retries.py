@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 # Error codes of a request DynamoDB did not apply and that may succeed when repeated.
 RETRYABLE_CODES = frozenset(
@@ -35,16 +34,24 @@ def retryable_cancellation(reasons: list[dict[str, str]]) -> bool:
     return bool(codes) and codes <= RETRYABLE_REASONS
 
 
-@dataclass
 class Backoff:
     """Full-jitter exponential backoff within a time budget (seconds, from the first attempt)."""
 
-    budget_seconds: float = 10.0
-    base_seconds: float = 0.02
-    cap_seconds: float = 1.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-    rng: random.Random = field(default_factory=random.Random)
+    def __init__(
+        self,
+        budget_seconds: float = 10.0,
+        base_seconds: float = 0.02,
+        cap_seconds: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.budget_seconds = budget_seconds
+        self.base_seconds = base_seconds
+        self.cap_seconds = cap_seconds
+        self.sleep = sleep
+        self.clock = clock
+        self.rng = rng or random.Random()  # noqa: S311 # nosec B311 - jitter, not a secret
 
     def attempts(self) -> _Attempts:
         """A fresh budget for one operation."""

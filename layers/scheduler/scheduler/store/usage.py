@@ -9,9 +9,8 @@ it ended. `ttl` lets DynamoDB drop the item 400 days after its day.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.costs import micros, spend_micros, utc_day
 from scheduler.models import Lease
@@ -22,8 +21,7 @@ USAGE_RETENTION_DAYS = 400
 _NO_OWNER = ""
 
 
-@dataclass(frozen=True)
-class UsageRow:
+class UsageRow(NamedTuple):
     """One stored total: an owner's leases of one kind on one provider, ended on one day."""
 
     owner_id: str | None

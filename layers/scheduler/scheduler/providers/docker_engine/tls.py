@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
+from typing import NamedTuple
 
 from aws_lambda_powertools import Logger
 
@@ -34,8 +34,7 @@ class TlsMaterialError(Exception):
     """The TLS files are missing or unusable; the message says which and how to fix it."""
 
 
-@dataclass(frozen=True)
-class TlsFiles:
+class TlsFiles(NamedTuple):
     """The three files a Docker client needs, as DOCKER_CERT_PATH names them."""
 
     directory: Path

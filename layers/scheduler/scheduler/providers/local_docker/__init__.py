@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 NAME = "local-docker"
 
 
-@dataclass(frozen=True, init=False, repr=False, eq=False)  # methods: SettingsSection's
+@dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class LocalDockerSettings(SettingsSection):
     """The Docker host, as the docker CLI reads it, and what runs there."""
 

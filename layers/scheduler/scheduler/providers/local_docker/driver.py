@@ -46,13 +46,12 @@ from scheduler.providers.docker_engine.client import EngineClient, connect, forg
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME, LocalDockerSettings
-from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
 from scheduler.providers.local_docker.hosts import DockerHostSpec
-from scheduler.providers.local_docker.logs import read_container_logs
-from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # the acquire function imports this driver at init: the fleet and log reading load when used
+    from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
     from scheduler.request_models import LeaseRequest
+    from scheduler.worker_logs import LogLine, LogQuery
 
 logger = Logger(child=True)
 
@@ -83,6 +82,8 @@ def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
 
 def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None = None) -> DockerFleet:
     """A fleet: one driver per DOCKER_HOSTS entry (TLS from its cert_path, or from the secret in AWS)."""
+    from scheduler.providers.local_docker.fleet import DockerFleet
+
     images = {WorkerKind.RENDERER: settings.renderer_image, WorkerKind.ANIM: settings.anim_image}
     members: list[tuple[DockerHostSpec, Provider]] = []
     for spec in settings.fleet():
@@ -307,6 +308,8 @@ class LocalDockerProvider(Provider):
         reference = token or worker_name(lease_id)
         with client.within(deadline):
             try:
+                from scheduler.providers.local_docker.logs import read_container_logs
+
                 return read_container_logs(client, reference, query)
             except NotFound as error:
                 raise WorkerGone(f"the container {reference} no longer exists on the Docker host") from error

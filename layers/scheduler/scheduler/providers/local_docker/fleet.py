@@ -38,7 +38,7 @@ from scheduler.providers.local_docker import NAME
 from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts
 from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)

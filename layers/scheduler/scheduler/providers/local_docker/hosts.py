@@ -20,7 +20,7 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 _GPU_CLASSES = ("none", "entry", "mid", "high")
@@ -29,8 +29,7 @@ _KEYS = {"name", "host", "cert_path", "max_leases", "gpus", "region"}
 DOWN_SECONDS = 30.0
 
 
-@dataclass(frozen=True)
-class DockerHostSpec:
+class DockerHostSpec(NamedTuple):
     """One Docker host of the fleet."""
 
     name: str

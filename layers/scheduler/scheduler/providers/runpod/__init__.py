@@ -34,7 +34,7 @@ def regions(raw: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(parsed.items())
 
 
-@dataclass(frozen=True, init=False, repr=False, eq=False)  # methods: SettingsSection's
+@dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class RunPodSettings(SettingsSection):
     """RunPod's API, the account's key, and what a pod of each kind and GPU class is made from."""
 

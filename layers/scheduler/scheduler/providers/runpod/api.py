@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 
@@ -21,8 +21,7 @@ USER_AGENT = f"{SERVICE_NAME}/0.1 (+https://github.com/openalice; python-request
 _TIMEOUT = (3.05, 15.0)  # connect, read — every call has both
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(NamedTuple):
     """Bounds on retrying one RunPod call: attempts, backoff with full jitter, and total time."""
 
     attempts: int = 4

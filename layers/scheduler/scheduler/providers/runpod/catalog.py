@@ -11,13 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 CATALOG_MAX_AGE_SECONDS = 300.0
 
 
-@dataclass(frozen=True)
-class Prices:
+class Prices(NamedTuple):
     """USD per GPU per hour (secure cloud, which the driver's pods run on), by GPU type id."""
 
     by_gpu: Mapping[str, float]

@@ -42,7 +42,7 @@ from scheduler.providers.runpod.logs import busy_for, first_byte_timeout, pod_lo
 from scheduler.providers.runpod.quota import CREATE, READ, RELEASE, RequestBudget
 from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one (with pydantic)
+if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
 logger = Logger(child=True)
