@@ -37,7 +37,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], bool]] = {
     "cold_start": (
         [],
         [
-            *("--runs", "1", "--rss-runs", "1", "--importtime-runs", "1"),
+            *("--runs", "1", "--rss-runs", "1", "--importtime-runs", "1", "--instruction-runs", "0"),
             *("--functions", "health,get_lease,acquire_lease"),
         ],
         False,

@@ -1,7 +1,7 @@
 """Least privilege, read off the CloudFormation that SAM actually deploys (template.yaml translated).
 
-The SAM translator lives in .venv-sam (its pydantic pin, ~=2.13, cannot share the dev venv with the
-layer's pydantic 2.14), so the translation runs there as a subprocess: see tests/support/sam_transform.py.
+The SAM translator lives in .venv-sam (its pydantic pin, ~=2.13, cannot share the
+dev venv's pydantic 2.14), so the translation runs there as a subprocess: see tests/support/sam_transform.py.
 
 What is asserted:
 - every role is assumed by Lambda alone, and carries only the AWS managed policies allow-listed below;

@@ -1,7 +1,7 @@
 """Translate template.yaml to plain CloudFormation with AWS's SAM translator; print it as JSON.
 
 Run with the SAM CLI's interpreter, where aws-sam-translator lives (its pydantic pin, ~=2.13, cannot
-share the dev venv with the layer's pydantic 2.14):
+share the dev venv and its pydantic 2.14):
 
     .venv-sam/bin/python tests/support/sam_transform.py template.yaml > /tmp/transformed.json
 

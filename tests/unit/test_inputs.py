@@ -1,0 +1,102 @@
+"""The acquire body and the operations queries, validated by hand (no pydantic in any function): each
+refusal is InvalidRequest naming every field at fault, as strictly as the contract describes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
+from scheduler.errors import InvalidRequest
+from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
+
+
+def refused(parse: Any, data: object) -> list[dict[str, str]]:
+    with pytest.raises(InvalidRequest) as refusal:
+        parse(data)
+    assert refusal.value.details is not None
+    return list(refusal.value.details["problems"])  # type: ignore[call-overload]
+
+
+def fields_of(problems: list[dict[str, str]]) -> list[str]:
+    return [problem["field"] for problem in problems]
+
+
+@pytest.mark.parametrize("price", [float("nan"), float("inf"), float("-inf")])
+def test_a_price_ceiling_that_is_no_finite_number_is_refused(price: float) -> None:
+    assert fields_of(refused(LeaseRequest.parse, {"kind": "renderer", "max_cost_per_hour": price})) == [
+        "max_cost_per_hour"
+    ]
+
+
+def test_a_whole_number_price_ceiling_is_taken_as_a_float() -> None:
+    assert LeaseRequest.parse({"kind": "renderer", "max_cost_per_hour": 2}).max_cost_per_hour == 2.0
+
+
+@pytest.mark.parametrize("field", ["owner_id", "correlation_id", "region"])
+def test_a_label_with_a_lone_surrogate_is_refused(field: str) -> None:
+    assert fields_of(refused(LeaseRequest.parse, {"kind": "renderer", field: "a\ud800"})) == [field]
+
+
+@pytest.mark.parametrize("field", ["owner_id", "correlation_id", "region"])
+def test_a_blank_label_is_an_absent_one(field: str) -> None:
+    assert getattr(LeaseRequest.parse({"kind": "renderer", field: ""}), field) is None
+
+
+@pytest.mark.parametrize("value", ["a\x00b", "x" * 4097, "\udfff"])
+def test_an_env_value_outside_the_contract_is_refused_naming_its_key(value: str) -> None:
+    assert fields_of(refused(LeaseRequest.parse, {"kind": "renderer", "env": {"KEY": value}})) == ["env.KEY"]
+
+
+def test_every_problem_of_a_body_is_named_unknown_fields_last() -> None:
+    body = {"kind": "video", "ttl_seconds": 0, "image": "evil"}
+    assert fields_of(refused(LeaseRequest.parse, body)) == ["kind", "ttl_seconds", "image"]
+
+
+def test_a_body_that_is_no_object_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+        LeaseRequest.parse(["kind", "renderer"])
+
+
+def test_the_stored_form_of_a_request_names_every_field_with_its_default() -> None:
+    assert LeaseRequest.parse({"kind": "anim"}).as_json() == {
+        "kind": "anim",
+        "gpu": "none",
+        "ttl_seconds": 3600,
+        "owner_id": None,
+        "correlation_id": None,
+        "region": None,
+        "max_cost_per_hour": None,
+        "env": {},
+    }
+
+
+def test_a_logs_query_is_read_from_its_strings() -> None:
+    query = LogsQuery.parse({"tail": "50", "since": "2026-11-30T17:00:00Z", "timestamps": "true"})
+    assert (query.tail, query.since, query.timestamps) == (50, "2026-11-30T17:00:00Z", True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("tail", "0"), ("tail", "5001"), ("tail", "1e3"), ("since", "yesterday"), ("timestamps", "yes"), ("x", "1")],
+)
+def test_a_logs_query_value_outside_the_contract_is_refused_naming_its_field(name: str, value: str) -> None:
+    assert fields_of(refused(LogsQuery.parse, {name: value})) == [name]
+
+
+def test_releasing_an_owner_s_leases_needs_the_owner() -> None:
+    assert refused(OwnerReleaseQuery.parse, {}) == [{"field": "owner_id", "problem": "Field required"}]
+
+
+def test_an_owner_no_header_can_carry_is_refused() -> None:
+    assert fields_of(refused(OwnerReleaseQuery.parse, {"owner_id": " alice"})) == ["owner_id"]
+
+
+def test_a_usage_query_takes_the_defaults() -> None:
+    assert UsageQuery.parse({}) == UsageQuery(owner_id=None, since=None, until=None, group_by=UsageGrouping.OWNER)
+
+
+@pytest.mark.parametrize(("name", "value"), [("since", "2026-02-30"), ("until", "2026-1-01"), ("group_by", "day")])
+def test_a_usage_query_value_outside_the_contract_is_refused_naming_its_field(name: str, value: str) -> None:
+    assert fields_of(refused(UsageQuery.parse, {name: value})) == [name]
