@@ -321,8 +321,8 @@ def measure(
     """`runs` rounds (after one unrecorded warm-up round), each over every timed (site, subject) in a
     fresh random order; then `rss_runs` runs of each untimed subject (peak RSS only).
 
-    Each function runs back to back with its site's boto3 floor, in a random order within the pair, and
-    the pair's ratio is kept: this machine's speed drifts by ±15 % over seconds (other tenants), and a
+    In the target site each function runs back to back with the boto3 floor, in a random order within the
+    pair, and the pair's ratio is kept: this machine's speed drifts by ±15 % over seconds (other tenants), and a
     ratio of two runs a second apart cancels most of that, where a ratio of two medians does not."""
     timed = [(site, subject) for name, site in sites.items() for subject in chosen[name] if subject.timed]
     untimed = [(site, subject) for name, site in sites.items() for subject in chosen[name] if not subject.timed]
@@ -347,9 +347,9 @@ def measure(
         for site, subject in timed:
             if round_number == 0:
                 run_once(subject, site)  # warm-up: page cache
-            elif subject.function is not None and site.name in floors:
+            elif subject.function is not None and site.name == TARGET_SITE and site.name in floors:
                 record_paired(site, subject, floors[site.name])
-            elif subject.name != BOTO3 or site.name not in floors:
+            elif subject.name != BOTO3 or site.name != TARGET_SITE or site.name not in floors:
                 record(site, subject)
         if round_number and (round_number % 5 == 0 or round_number == runs):
             print(f"  round {round_number}/{runs} done", flush=True)
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--importtime-runs", type=int, default=2, help="0 to skip importtime")
     parser.add_argument("--functions", help="comma list: only these functions (the floors always run)")
     parser.add_argument(
-        "--instruction-runs", type=int, default=2, help="runs under valgrind per subject (0: skip; the targets)"
+        "--instruction-runs", type=int, default=1, help="runs under valgrind per subject (0: skip; the targets)"
     )
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--json", type=Path, default=None)

@@ -114,14 +114,21 @@ def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, A
     assert table["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
     assert table["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert table["KeySchema"] == [{"AttributeName": "lease_id", "KeyType": "HASH"}]
-    (index,) = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "live-by-due"
-    assert index["KeySchema"] == [
+    due, starting = table["GlobalSecondaryIndexes"]
+    assert due["IndexName"] == "live-by-due"
+    assert due["KeySchema"] == [
         {"AttributeName": "live_shard", "KeyType": "HASH"},
         {"AttributeName": "due_at", "KeyType": "RANGE"},
     ]
-    # Sparse: the index keys are not the table's key, so only items carrying them (live leases) appear.
-    assert {key["AttributeName"] for key in index["KeySchema"]}.isdisjoint({"lease_id"})
+    assert starting["IndexName"] == "starting-by-created"
+    assert starting["KeySchema"] == [
+        {"AttributeName": "starting_shard", "KeyType": "HASH"},
+        {"AttributeName": "created_epoch", "KeyType": "RANGE"},
+    ]
+    # Sparse: the index keys are not the table's key, so only items carrying them (live leases; leases
+    # whose worker is starting) appear.
+    for index in (due, starting):
+        assert {key["AttributeName"] for key in index["KeySchema"]}.isdisjoint({"lease_id"})
 
 
 def test_stream_mapping_filters_ttl_deletions_of_live_leases(resources: dict[str, Any]) -> None:

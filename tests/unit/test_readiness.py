@@ -225,3 +225,37 @@ def test_the_http_probe_passes_on_2xx_and_3xx_and_fails_otherwise() -> None:
         server.server_close()
     assert answers == [True, True, False]
     assert readiness.http_probe(base + "/ok", 0.5) is False  # nothing listens any more
+
+
+def _in_starting_index(store: LeaseStore) -> set[str]:
+    from scheduler.store import STARTING_INDEX
+
+    page = store.client.query(
+        TableName=store.table_name,
+        IndexName=STARTING_INDEX,
+        KeyConditionExpression="starting_shard = :shard",
+        ExpressionAttributeValues={":shard": {"S": "0"}},
+    )
+    return {item["lease_id"]["S"] for item in page["Items"]}
+
+
+def test_the_sweep_reads_only_leases_whose_worker_is_starting(store: LeaseStore) -> None:
+    booting = memory_provider(boots=True)
+    starting = _booting(store, booting)
+    ready_at_once = _booting(store, memory_provider())
+    booted = _booting(store, booting)
+    booting.boot(str(booted.provider_token))
+    check_starting_leases(store, registry_of(booting), POLICY, lambda: NOW)
+
+    assert _in_starting_index(store) == {starting.lease_id}
+    assert ready_at_once.lease_id not in _in_starting_index(store)
+
+
+def test_an_ended_lease_leaves_the_starting_index(store: LeaseStore) -> None:
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    provider.fail_boot(str(lease.provider_token))
+
+    check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW)
+
+    assert _in_starting_index(store) == set()

@@ -2,6 +2,6 @@
 
 from scheduler.store.items import lease_from_item
 from scheduler.store.leases import Claim, LeaseStateChanged, LeaseStore
-from scheduler.store.queries import LIVE_INDEX
+from scheduler.store.queries import LIVE_INDEX, STARTING_INDEX
 
-__all__ = ["LIVE_INDEX", "Claim", "LeaseStateChanged", "LeaseStore", "lease_from_item"]
+__all__ = ["LIVE_INDEX", "STARTING_INDEX", "Claim", "LeaseStateChanged", "LeaseStore", "lease_from_item"]

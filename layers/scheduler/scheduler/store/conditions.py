@@ -187,11 +187,13 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
             sets.append(f"worker_state = {builder.value('worker_state', string_attr(state.value))}")
             if ready:
                 sets.append(f"ready_epoch = {builder.value('now', number_attr(inputs.now))}")
+                removes.append("starting_shard")
         elif write is Write.CHECKED:
             sets.append(f"ready_checked_epoch = {builder.value('now', number_attr(inputs.now))}")
         elif write is Write.READY:
             sets.append(f"worker_state = {builder.value('ready', string_attr(WorkerState.READY.value))}")
             sets.append(f"ready_epoch = {builder.value('now', number_attr(inputs.now))}")
+            removes.append("starting_shard")
         elif write is Write.EXTEND:
             sets += _extend(builder, inputs)
         elif write is Write.HOLD_COUNTERS:
@@ -218,7 +220,7 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
             sets.append(f"released_epoch = {builder.value('now', number_attr(inputs.now))}")
             sets.append(f"{builder.name('ttl')} = {builder.value('retain', number_attr(inputs.retain_until))}")
         elif write is Write.LEAVE_INDEX:
-            removes += ["live_shard", "due_at", "claim_id", "release_outcome", "held_counters"]
+            removes += ["live_shard", "due_at", "starting_shard", "claim_id", "release_outcome", "held_counters"]
         # ENTER_INDEX, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
         # belong to new items, the counters to other items of the same transaction.
     return sets, removes

@@ -112,7 +112,8 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
 
 
 def new_item(lease: Lease, shard: str) -> Item:
-    """The item of a lease as `record` writes it: live, so it carries the sweep index keys (due at expiry)."""
+    """The item of a lease as `record` writes it: live, so it carries the sweep index keys (due at expiry),
+    and its worker starting, so it carries the starting index key until the worker is ready."""
     item: Item = {
         "lease_id": string_attr(lease.lease_id),
         "provider": string_attr(lease.provider),
@@ -126,6 +127,7 @@ def new_item(lease: Lease, shard: str) -> Item:
         "live_shard": string_attr(shard),
         "due_at": number_attr(epoch(lease.expires_at)),
         "worker_state": string_attr(WorkerState.STARTING.value),
+        "starting_shard": string_attr(shard),
     }
     for name in ("owner_id", "correlation_id", "region"):
         value = getattr(lease, name)

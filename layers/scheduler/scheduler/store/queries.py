@@ -2,6 +2,8 @@
 
 `live_shard` + `due_at` exist only while a lease is live and form the sparse GSI `live-by-due`,
 which the sweep queries for `due_at <= now` and the list queries for `due_at > now`.
+`starting_shard` + `created_epoch` form `starting-by-created`, as sparse: only while the lease's worker
+is starting (removed when it is ready and when the lease ends), for the sweep's readiness pass.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from scheduler.store.conditions import Inputs, condition, status_in
 from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
 
 LIVE_INDEX = "live-by-due"
+STARTING_INDEX = "starting-by-created"
 
 
 class LeaseReads(TableClient):
@@ -105,12 +108,18 @@ class LeaseReads(TableClient):
                 yield lease_from_item(item)
 
     def starting_leases(self) -> Iterator[Lease]:
-        """Active leases whose worker is still starting (the live index, filtered), for the sweep."""
+        """Active leases whose worker is still starting, for the sweep: the sparse starting index, which
+        holds only those (and pending ones, which the filter leaves out)."""
         starting = condition(lifecycle.CLAIM_BOOT_FAILED, Inputs())
         for shard in range(self._shards):
             request_values = {":shard": string_attr(str(shard)), **starting.values}
             for item in self._index_items(
-                "live_shard = :shard", request_values, page_size=500, filter_=starting.condition, names=starting.names
+                "starting_shard = :shard",
+                request_values,
+                page_size=500,
+                filter_=starting.condition,
+                names=starting.names,
+                index=STARTING_INDEX,
             ):
                 yield lease_from_item(item)
 
@@ -146,10 +155,11 @@ class LeaseReads(TableClient):
         projection: str | None = None,
         filter_: str | None = None,
         names: dict[str, str] | None = None,
+        index: str = LIVE_INDEX,
     ) -> Iterator[Item]:
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "IndexName": LIVE_INDEX,
+            "IndexName": index,
             "KeyConditionExpression": key_condition,
             "ExpressionAttributeValues": values,
         }
