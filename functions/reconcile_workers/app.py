@@ -44,5 +44,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         "ghosts_failed": len(report.ghosts_failed),
         "stopped_failed": len(report.stopped_failed),
         "stuck_pending_failed": len(report.stuck_pending_failed),
+        "starting_indexed": len(report.starting_indexed),
         "errors": len(report.errors),
     }

@@ -3,12 +3,14 @@ refusal is InvalidRequest naming every field at fault, as strictly as the contra
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
 from scheduler.errors import InvalidRequest
+from scheduler.models import ListFilter
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 
 
@@ -100,3 +102,20 @@ def test_a_usage_query_takes_the_defaults() -> None:
 @pytest.mark.parametrize(("name", "value"), [("since", "2026-02-30"), ("until", "2026-1-01"), ("group_by", "day")])
 def test_a_usage_query_value_outside_the_contract_is_refused_naming_its_field(name: str, value: str) -> None:
     assert fields_of(refused(UsageQuery.parse, {name: value})) == [name]
+
+
+def test_a_price_ceiling_too_large_for_a_float_is_refused_not_a_crash() -> None:
+    body = json.loads('{"kind": "renderer", "max_cost_per_hour": 1' + "0" * 400 + "}")
+    assert fields_of(refused(LeaseRequest.parse, body)) == ["max_cost_per_hour"]
+
+
+def test_an_unknown_field_with_a_lone_surrogate_is_named_escaped() -> None:
+    problems = refused(LeaseRequest.parse, json.loads('{"kind": "renderer", "\\ud800": 1}'))
+    assert problems == [{"field": "\\ud800", "problem": "Extra inputs are not permitted"}]
+
+
+@pytest.mark.parametrize(
+    ("parse", "name", "value"), [(LogsQuery.parse, "tail", "0000000001"), (ListFilter.parse, "limit", "00000000001")]
+)
+def test_a_zero_padded_whole_number_in_a_query_is_read(parse: Any, name: str, value: str) -> None:
+    assert getattr(parse({name: value}), name) == 1

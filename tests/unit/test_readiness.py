@@ -259,3 +259,24 @@ def test_an_ended_lease_leaves_the_starting_index(store: LeaseStore) -> None:
     check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW)
 
     assert _in_starting_index(store) == set()
+
+
+def test_a_starting_lease_recorded_before_the_starting_index_enters_it_at_the_next_reconcile(store: LeaseStore) -> None:
+    from scheduler.leases.reconcile import reconcile
+
+    provider = memory_provider(boots=True)
+    lease = _booting(store, provider)
+    store.client.update_item(  # as a lease recorded by the code before the index had it
+        TableName=store.table_name, Key={"lease_id": {"S": lease.lease_id}}, UpdateExpression="REMOVE starting_shard"
+    )
+
+    report = reconcile(
+        store, registry_of(provider), orphan_grace_seconds=60, pending_deadline_seconds=60, clock=lambda: NOW
+    )
+
+    assert (report.starting_indexed, _in_starting_index(store)) == ([lease.lease_id], {lease.lease_id})
+
+
+def test_a_lease_already_in_the_starting_index_is_not_written_again(store: LeaseStore) -> None:
+    lease = _booting(store, memory_provider(boots=True))
+    assert store.index_starting(lease.lease_id) is False

@@ -97,13 +97,13 @@ class Fields:
         return None
 
     def whole_number(self, name: str, default: int, lowest: int, highest: int, message: str, *, digits: int) -> int:
-        """A whole number (a JSON integer, or a query's ASCII digits, at most `digits` of them) in
-        lowest..highest; `message` names the rule when the value is no whole number at all."""
+        """A whole number (a JSON integer, or a query's ASCII digits, at most `digits` of them after any
+        leading zeros) in lowest..highest; `message` names the rule when the value is no whole number at all."""
         value = self._data.get(name)
         if value is None and name not in self._data:
             return default
         if isinstance(value, str):
-            if not (value.isascii() and value.isdigit() and len(value) <= digits):
+            if not (value.isascii() and value.isdigit() and len(value.lstrip("0")) <= digits):
                 self.problem(name, f"Value error, {message}")
                 return default
             number = int(value)
@@ -154,11 +154,11 @@ class Fields:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.problem(name, "Input should be a valid number")
             return None
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             self.problem(name, "Input should be a finite number")
             return None
-        self._within(name, value, lowest, highest)
-        return float(value)
+        self._within(name, value, lowest, highest)  # before float(): a 400-digit integer has no float
+        return float(value) if lowest <= value <= highest else None
 
     def flag(self, name: str, default: bool) -> bool:
         """A query's `true` or `false` (or a JSON boolean); `default` when absent."""
@@ -203,7 +203,7 @@ class Fields:
     def check(self, what: str) -> None:
         """Raise InvalidRequest naming every problem (unknown fields last), if there is any."""
         for name in self._extra:
-            self.problem(name, "Extra inputs are not permitted")
+            self.problem(_shown(name), "Extra inputs are not permitted")
         if self.problems:
             raise invalid_input(what, self.problems)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -34,6 +35,20 @@ class ReconcileReport:
     orphans_by_provider: Counter[str] = field(default_factory=Counter)
     live_by_provider: Counter[str] = field(default_factory=Counter)
     ended: list[Lease] = field(default_factory=list)
+    starting_indexed: list[str] = field(default_factory=list)  # starting leases recorded before that index
+
+
+def _index_starting(store: LeaseStore, live: Iterable[Lease], report: ReconcileReport) -> None:
+    """Starting leases recorded before the starting index existed enter it, so that the sweep's readiness
+    pass sees them (one conditional write per starting lease; those already in it refuse it)."""
+    for lease in live:
+        if not lease.is_starting:
+            continue
+        try:
+            if store.index_starting(lease.lease_id):
+                report.starting_indexed.append(lease.lease_id)
+        except Exception as error:  # noqa: BLE001 - one lease's failure must not stop the pass
+            report.errors.append(f"lease {lease.lease_id}: {error}")
 
 
 def reconcile(
@@ -63,6 +78,7 @@ def reconcile(
             logger.warning("cannot list workers; skipping this provider", extra={"provider": provider.name})
     live = {lease.lease_id: lease for lease in store.live_leases()}
     report.live_by_provider.update(lease.provider for lease in live.values())
+    _index_starting(store, live.values(), report)
 
     for provider_name, listed in workers.items():
         for worker in listed:

@@ -260,6 +260,25 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
             return None
         return lease_from_item(response["Attributes"])
 
+    def index_starting(self, lease_id: str) -> bool:
+        """Enter an active lease whose worker is starting into the starting index, if it is not there: a
+        lease recorded before the index existed. False when it is there already, or no longer starting."""
+        starting = condition(lifecycle.CLAIM_BOOT_FAILED, Inputs())
+        request = {
+            **self._key(lease_id),
+            "ConditionExpression": f"({starting.condition}) AND attribute_exists(live_shard) "
+            "AND attribute_not_exists(starting_shard)",
+            "UpdateExpression": "SET starting_shard = live_shard",
+            "ExpressionAttributeValues": starting.values,
+        }
+        if starting.names:
+            request["ExpressionAttributeNames"] = starting.names
+        try:
+            self._call("UpdateItem", **request)
+        except self._errors.ConditionalCheckFailedException:
+            return False
+        return True
+
     def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
         """Claim a lease whose worker failed to boot (only while it is still starting on `token`), recording why."""
         try:
