@@ -107,16 +107,10 @@ class Fields:
                 self.problem(name, f"Value error, {message}")
                 return default
             number = int(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            self.problem(name, "Input should be a valid integer")
-            return default
-        if number < lowest:
-            self.problem(name, f"Input should be greater than or equal to {lowest}")
-        elif number > highest:
-            self.problem(name, f"Input should be less than or equal to {highest}")
-        return number
+            self._within(name, number, lowest, highest)
+            return number
+        found = self._integer(name, value, lowest, highest)
+        return default if found is None else found
 
     def strict_int(self, name: str, lowest: int, highest: int) -> int | None:
         """A JSON integer (never a float, string or boolean) in lowest..highest; absent or null: None."""

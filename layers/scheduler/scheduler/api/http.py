@@ -25,6 +25,7 @@ from scheduler.errors import (
     StoreUnavailable,
     WorkerLogsGone,
 )
+from scheduler.inputs import is_text
 from scheduler.models import is_lease_id
 
 logger = Logger(child=True)
@@ -74,10 +75,8 @@ def _texts(event: dict[str, Any], name: str) -> dict[str, str]:
         raise MalformedEvent(f"{name} is not an object")
     for key, value in values.items():
         for text in (_text(key, name), _text(value, name)):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as error:
-                raise MalformedEvent("a header, path or query value is not valid Unicode text") from error
+            if not is_text(text):
+                raise MalformedEvent("a header, path or query value is not valid Unicode text")
     return values
 
 
