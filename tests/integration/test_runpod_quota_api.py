@@ -1,5 +1,5 @@
-"""RunPod's request quota through the public API: acquires wait for the budget when their deadline leaves
-room, instead of refusing at once; RunPod never has to answer 429."""
+"""RunPod's request quota through the public API: acquires wait for the account's request budget when their
+deadline leaves room for it, and are all granted; RunPod never has to answer 429."""
 
 from __future__ import annotations
 
