@@ -7,7 +7,8 @@ is the fake RunPod's (tests/fakes/runpod.py), which answers 429 past it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -16,7 +17,15 @@ import pytest
 from devstack.dynamodb import DynamoDBClient
 from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.runpod.driver import RetryPolicy, RunPodApi, RunPodProvider
-from scheduler.providers.runpod.quota import CREATE, RELEASE, LocalBudget, RequestBudget, parse_policy, parse_remaining
+from scheduler.providers.runpod.quota import (
+    CREATE,
+    RELEASE,
+    BudgetSpent,
+    LocalBudget,
+    RequestBudget,
+    parse_policy,
+    parse_remaining,
+)
 from scheduler.store.api_budget import ApiBudget, QuotaWindow
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 from tests.support.tables import make_table
@@ -26,6 +35,14 @@ KEY = "budget-key"
 TEN_SECONDS = '"ten";q=30;w=10'
 WINDOWS = (QuotaWindow("ten", 30, 10),)
 NOW_MS = 1_800_000_000_000
+
+
+def keep_none(windows: Sequence[QuotaWindow]) -> int:
+    return 0
+
+
+def keep_six(windows: Sequence[QuotaWindow]) -> int:
+    return 6
 
 
 @pytest.fixture
@@ -51,35 +68,50 @@ def test_the_policy_and_the_remaining_count_are_read_as_runpod_sends_them() -> N
 
 
 def test_a_window_gives_out_its_quota_then_says_when_it_resets(budget_table: ApiBudget) -> None:
-    taken = [budget_table.take("acct", WINDOWS, 0, NOW_MS) for _ in range(30)]
+    taken = [budget_table.take("acct", WINDOWS, keep_none, NOW_MS) for _ in range(30)]
 
     assert taken == [0] * 30
-    assert budget_table.take("acct", WINDOWS, 0, NOW_MS) == 10_000
-    assert budget_table.take("acct", WINDOWS, 0, NOW_MS + 10_000) == 0  # a new window
+    assert budget_table.take("acct", WINDOWS, keep_none, NOW_MS) == 10_000
+    assert budget_table.take("acct", WINDOWS, keep_none, NOW_MS + 10_000) == 0  # a new window
 
 
 def test_creates_leave_a_reserve_that_releases_may_spend(budget_table: ApiBudget) -> None:
     for _ in range(24):
-        assert budget_table.take("acct", WINDOWS, 6, NOW_MS) == 0
+        assert budget_table.take("acct", WINDOWS, keep_six, NOW_MS) == 0
 
-    assert budget_table.take("acct", WINDOWS, 6, NOW_MS) > 0  # a create: the last 6 are kept back
-    assert budget_table.take("acct", WINDOWS, 0, NOW_MS) == 0  # a release still goes
+    assert budget_table.take("acct", WINDOWS, keep_six, NOW_MS) > 0  # a create: the last 6 are kept back
+    assert budget_table.take("acct", WINDOWS, keep_none, NOW_MS) == 0  # a release still goes
 
 
 def test_runpods_own_count_corrects_ours_upwards_and_names_the_reset(budget_table: ApiBudget) -> None:
-    budget_table.take("acct", WINDOWS, 0, NOW_MS)
+    budget_table.take("acct", WINDOWS, keep_none, NOW_MS)
 
     budget_table.observe("acct", WINDOWS, {"ten": (0, 4.0)}, NOW_MS)  # someone else spent the window
 
-    assert budget_table.take("acct", WINDOWS, 0, NOW_MS) == 4_000
-    assert budget_table.take("acct", WINDOWS, 0, NOW_MS + 4_000) == 0
+    assert budget_table.take("acct", WINDOWS, keep_none, NOW_MS) == 4_000
+    assert budget_table.take("acct", WINDOWS, keep_none, NOW_MS + 4_000) == 0
 
 
 def test_the_budget_is_shared_between_accounts_never(budget_table: ApiBudget) -> None:
     for _ in range(30):
-        budget_table.take("one", WINDOWS, 0, NOW_MS)
+        budget_table.take("one", WINDOWS, keep_none, NOW_MS)
 
-    assert budget_table.take("other", WINDOWS, 0, NOW_MS) == 0
+    assert budget_table.take("other", WINDOWS, keep_none, NOW_MS) == 0
+
+
+def test_a_new_environment_keeps_back_a_fifth_of_the_advertised_windows_not_of_the_documented_ones(
+    budget_table: ApiBudget,
+) -> None:
+    seen = RequestBudget(budget_table)
+    seen.observe("acct", '"ten";q=12;w=10', '"ten";r=12;t=10')  # RunPod advertised 12 per 10 s
+    fresh = RequestBudget(budget_table)  # no answer seen yet: it knows RunPod's documented 60 a minute
+
+    for _ in range(10):
+        fresh.take("acct", CREATE, until=time.monotonic())  # 10 of the 12: a fifth (2) is the releases'
+
+    with pytest.raises(BudgetSpent):
+        fresh.take("acct", CREATE, until=time.monotonic())
+    fresh.take("acct", RELEASE, until=time.monotonic())
 
 
 def test_a_call_that_cannot_get_a_request_in_time_is_held_back_not_sent() -> None:

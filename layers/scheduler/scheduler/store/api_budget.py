@@ -6,13 +6,14 @@ caller takes one request from every window before each API call, with an optimis
 `version`), so concurrent invocations never spend the same request twice; and after each answer the
 provider's own count (`RateLimit`: remaining, seconds to reset) corrects ours when it says more are used
 or names another reset. Requests of low priority (creates) leave `reserve` requests of each window to
-those of high priority (releases and their confirmation).
+those of high priority (releases and their confirmation); the caller says how many as a function of the
+windows the item holds, which may be newer than the ones the caller has seen.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.store.client import TableClient
@@ -39,6 +40,9 @@ class WindowState(NamedTuple):
 
 
 TAIL_MS = 1000
+
+# What a call keeps back of every window, given the windows in force.
+Reserve = Callable[[Sequence[QuotaWindow]], int]
 
 
 def advance(state: WindowState, window: QuotaWindow, now_ms: int) -> WindowState:
@@ -105,15 +109,17 @@ def corrected(
 class ApiBudget(TableClient):
     """Take requests from a shared quota; correct it from what the provider reports."""
 
-    def take(self, key: str, windows: Sequence[QuotaWindow], reserve: int, now_ms: int) -> int:
-        """Take one request from every window, keeping `reserve` of each back: 0 when taken, else the
-        milliseconds until the fullest window resets (nothing taken)."""
+    def take(self, key: str, windows: Sequence[QuotaWindow], reserve: Reserve, now_ms: int) -> int:
+        """Take one request from every window, keeping `reserve(windows in force)` of each back: 0 when
+        taken, else the milliseconds until the fullest window resets (nothing taken). The windows in
+        force are the item's (the last advertised) when it has them, else `windows`."""
         for _ in range(_ATTEMPTS):
             states, version, known = self._read(key)
-            taken, wait = take_one(states, known or windows, reserve, now_ms)
+            in_force = known or tuple(windows)
+            taken, wait = take_one(states, in_force, reserve(in_force), now_ms)
             if wait:
                 return wait
-            if self._write(key, taken, version, known or windows):
+            if self._write(key, taken, version, in_force):
                 return 0
         return 1000  # heavy contention: let the caller wait a moment and try again
 

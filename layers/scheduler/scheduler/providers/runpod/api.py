@@ -102,20 +102,23 @@ class RunPodApi:
         body: dict[str, Any] | None = None,
         until: float | None = None,
         priority: str = RELEASE,
+        wait_until: float | None = None,
     ) -> RunPodResponse:
         """One request, ending by monotonic time `until` if given; _Transient for 429/5xx/timeouts/connection errors.
 
         With a budget, a request is first taken from the account's shared quota (creates leave room for
-        releases), waiting for a window to reset if there is time; the answer's RateLimit corrects it.
+        releases), waiting for a window to reset if that ends by `wait_until` (default `until`: a caller
+        that needs time after the request's start says so); the answer's RateLimit corrects it.
         """
         key = self._api_key()
         if not key:
             raise ProviderUnreachable("no RunPod API key is configured")
         account = account_key(key)
         if self._budget is not None:
+            latest = wait_until if wait_until is not None else until
             try:
                 self._budget.take(
-                    account, priority, until if until is not None else time.monotonic() + _BUDGET_WAIT_SECONDS
+                    account, priority, latest if latest is not None else time.monotonic() + _BUDGET_WAIT_SECONDS
                 )
             except BudgetSpent as spent:
                 self._count("RunpodThrottled", self.throttled, "budget", reason="budget")

@@ -47,6 +47,12 @@ if TYPE_CHECKING:  # only the acquire path builds one
 
 logger = Logger(child=True)
 
+# Of a create's deadline, what the create needs once it has its request from the API budget: its answer
+# (a few seconds) and, if that fails, the listing that adopts a pod it made anyway. A wait for the
+# budget ends this long before the deadline or is not begun (the activation write that follows is in
+# the route's own reserve, runtime.REQUEST_RESERVE_SECONDS).
+CREATE_NEEDS_SECONDS = 5.0
+
 _GONE_STATUSES = frozenset({"TERMINATED"})
 # A booting pod in one of these will never serve its lease.
 _BOOT_FAILED_STATUSES = frozenset({"ERROR", "EXITED", "TERMINATED"})
@@ -230,10 +236,13 @@ class RunPodProvider(Provider):
         attempt = 0
         while True:
             try:
-                response = self._api.call("POST", "/v2/pods", body, until=deadline, priority=CREATE)
+                wait_until = deadline - CREATE_NEEDS_SECONDS
+                response = self._api.call("POST", "/v2/pods", body, deadline, CREATE, wait_until=wait_until)
             except _Transient as error:
+                if not error.sent:  # the budget already waited all this create may: nothing to retry
+                    raise ProviderUnreachable(f"RunPod did not create the pod: {error}") from error
                 # The create may have happened anyway: adopt that pod rather than make a second.
-                existing = self._find_by_name(name) if error.sent else None
+                existing = self._find_by_name(name)
                 if existing is not None:
                     logger.warning("create failed but the pod exists; adopting it", extra={"pod": existing["id"]})
                     return self._worker(existing)
