@@ -1,16 +1,20 @@
 """`make run`'s start: a bad setting is one line naming its variable (exit status 2, no traceback, nothing
-started), and what it says about INTERNAL_SECRET is what it did."""
+started), and what it says about INTERNAL_SECRET is what it did; its gateway reads a request as API Gateway does."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 import pytest
 
 from devstack.__main__ import main
+from devstack.gateway import LocalHttpApi
+from devstack.lambdas import LocalLambda
 from devstack.settings import fleet_hosts, seconds
 from devstack.stack import internal_secret
-from devstack.template import RouteSpec
+from devstack.template import RouteSpec, SamTemplate
 from scheduler.errors import ConfigurationError
 
 
@@ -129,3 +133,18 @@ def test_a_local_route_matches_the_whole_path_only() -> None:
     route = RouteSpec("GET", "/v1/leases", "ListLeasesFunction", True)
     assert route.match("GET", "/v1/leases") == {}
     assert route.match("GET", "/v1/leases\n") is None  # `$` matched before the newline
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1_0", "\u00b3"])
+def test_the_local_gateway_answers_400_to_a_content_length_that_is_no_number(length: str) -> None:
+    api = LocalHttpApi(("127.0.0.1", 0), SamTemplate.load(), LocalLambda({}, {}))
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(api.server_address[:2], timeout=5) as connection:
+            request = f"POST /v1/lease HTTP/1.1\r\nHost: local\r\nContent-Length: {length}\r\n\r\n{{}}"
+            connection.sendall(request.encode("latin-1"))
+            answer = connection.makefile("rb").readline()
+    finally:
+        api.shutdown()
+        api.server_close()
+    assert answer.startswith(b"HTTP/1.1 400")
