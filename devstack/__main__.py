@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from devstack.dynamodb_front import Faults
+from devstack.settings import port, seconds
 from devstack.stack import STATE_DIR, LocalStack
+from scheduler.errors import ConfigurationError
 
 
 def _flag(value: str) -> bool:
@@ -17,13 +19,21 @@ def _flag(value: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Start the local stack in the foreground."""
+    """Start the local stack in the foreground; a bad setting is one line naming it, and exit status 2."""
+    try:
+        return _serve(argv)
+    except ConfigurationError as error:
+        print(f"[devstack] {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _serve(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__)
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")))
+    parser.add_argument("--port", type=int, default=port(os.environ, "PORT", 3000))
     parser.add_argument(
         "--ttl-lag",
         type=float,
-        default=float(os.environ.get("LOCAL_TTL_LAG_SECONDS", "10")),
+        default=seconds(os.environ, "LOCAL_TTL_LAG_SECONDS", 10.0, above_zero=False),
         help="seconds past its TTL before the emulated TTL process deletes an item (AWS: up to days)",
     )
     parser.add_argument(
@@ -51,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         faults = Faults.parse(os.environ.get("DYNAMODB_FAULTS", ""))
     except ValueError as error:
-        parser.error(str(error))
+        raise ConfigurationError(f"invalid configuration: {error}") from None
     stack = LocalStack(
         port=args.port,
         ttl_lag_seconds=args.ttl_lag,

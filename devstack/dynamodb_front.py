@@ -79,6 +79,8 @@ class Faults:
             if name not in ("conflict", "throttle", "seed"):
                 raise ValueError(f"DYNAMODB_FAULTS: unknown fault {name!r} (known: conflict, throttle, seed)")
             try:
+                if not raw.isascii() or "_" in raw:  # int() and float() also take `٣` and `1_0`
+                    raise ValueError(raw)
                 number = int(raw) if name == "seed" else float(raw)
             except ValueError as error:
                 raise ValueError(f"DYNAMODB_FAULTS: {name} needs a number, not {raw!r}") from error

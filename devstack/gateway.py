@@ -142,7 +142,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         request_id = base64.b64encode(secrets.token_bytes(12)).decode()[:15] + "="
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = self.headers.get("Content-Length") or "0"
+        if not (declared.isascii() and declared.isdigit()):  # int() takes -1 (read to EOF: a hang), ٣ and 1_0
+            self._send(HTTPStatus.BAD_REQUEST, {"message": "Bad Request"}, request_id)
+            self.close_connection = True  # where the body ends is unknown
+            return
+        length = int(declared)
         if length > MAX_PAYLOAD_BYTES:
             self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"message": "Request Entity Too Large"}, request_id)
             return

@@ -18,7 +18,7 @@ from typing import Any
 from devstack.lambdas import FunctionError, LocalLambda
 
 log = logging.getLogger("devstack.lambda_api")
-_INVOKE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations$")
+_INVOKE = re.compile(r"/2015-03-31/functions/([^/]+)/invocations")  # matched whole: no `$` (a final newline)
 
 
 class LocalLambdaApi(ThreadingHTTPServer):
@@ -56,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        matched = _INVOKE.match(self.path.split("?", 1)[0])
+        matched = _INVOKE.fullmatch(self.path.split("?", 1)[0])
         name = matched[1].rsplit(":", 1)[-1] if matched else ""  # a full ARN ends with the name
         if name not in self.server.lambdas.pools:
             self._answer(404, {"Type": "User", "Message": f"Function not found: {name}"}, "ResourceNotFoundException")

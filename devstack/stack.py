@@ -27,6 +27,7 @@ from devstack.gateway import LocalHttpApi
 from devstack.lambda_api import LocalLambdaApi
 from devstack.lambdas import FunctionError, LocalLambda
 from devstack.schedules import Schedule
+from devstack.settings import check_function_settings, fleet_hosts, seconds
 from devstack.streams import StreamMapping
 from devstack.template import REPO, SamTemplate
 from devstack.ttl import TtlEmulator
@@ -62,18 +63,21 @@ def _progress(message: str) -> None:
     print(f"[devstack] {message}", file=sys.stderr, flush=True)
 
 
-def internal_secret(state_dir: Path) -> tuple[str, Path | None]:
-    """INTERNAL_SECRET from the environment, else a generated one kept with mode 0600 under .local/."""
+def internal_secret(state_dir: Path) -> tuple[str, str | None]:
+    """INTERNAL_SECRET from the environment, else the one kept with mode 0600 under .local/ (generated the first
+    time); with a line saying where it came from when not from the environment."""
     if os.environ.get("INTERNAL_SECRET"):
         return os.environ["INTERNAL_SECRET"], None
     path = state_dir / "internal-secret"
+    note = f"INTERNAL_SECRET not set; reusing the one in {path}"
     if not path.exists():
         state_dir.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(secrets.token_urlsafe(32))
+        note = f"INTERNAL_SECRET not set; generated one in {path} (mode 0600)"
     path.chmod(0o600)
-    return path.read_text().strip(), path
+    return path.read_text().strip(), note
 
 
 @dataclass
@@ -112,9 +116,7 @@ _LOCAL_ENGINE = "unix:///var/run/docker.sock"
 
 def _fleet_target() -> DockerTarget:
     """DOCKER_HOSTS: a fleet, passed to the functions as it is; the dev worker images imported on each host."""
-    from scheduler.providers.local_docker.hosts import parse_hosts
-
-    hosts = parse_hosts(os.environ["DOCKER_HOSTS"])
+    hosts = fleet_hosts(os.environ)
     for spec in hosts:
         cap = "no cap" if spec.max_leases is None else f"max {spec.max_leases} leases"
         _progress(f"fleet host {spec.name}: {spec.host} ({cap}, gpus {','.join(spec.gpus)})")
@@ -217,10 +219,13 @@ class LocalStack:
         _progress(f"ready in {time.monotonic() - started:.1f} s: http://127.0.0.1:{self.port}")
 
     def _start(self) -> None:
+        # A bad value: one line naming it, before anything starts.
+        check_function_settings(os.environ)
+        intervals = {name: seconds(os.environ, *variable) for name, variable in SCHEDULE_INTERVALS.items()}
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        secret, secret_path = internal_secret(self.state_dir)
-        if secret_path:
-            _progress(f"INTERNAL_SECRET not set; generated one in {secret_path} (mode 0600)")
+        secret, secret_note = internal_secret(self.state_dir)
+        if secret_note:
+            _progress(secret_note)
         database = EmbeddedDynamoDB.start()
         self._cleanups.append(database.stop)
         _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
@@ -307,8 +312,8 @@ class LocalStack:
             )
             self._thread(poller.run, f"stream:{mapping.function}")
         for schedule in self.template.schedules:
-            variable, default = SCHEDULE_INTERVALS.get(schedule.function, ("", 60.0))
-            interval = float(os.environ.get(variable) or default)
+            variable, _ = SCHEDULE_INTERVALS.get(schedule.function, ("", 60.0))
+            interval = intervals.get(schedule.function, 60.0)
             _progress(f"schedule: {schedule.function} every {interval:g} s ({variable})")
             self._thread(Schedule(lambdas, schedule.function, interval).run, f"schedule:{schedule.function}")
 

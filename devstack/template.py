@@ -86,8 +86,8 @@ class RouteSpec:
         """Path parameters if this route serves the request, else None."""
         if method != self.method:
             return None
-        pattern = "^" + re.sub(r"\\\{([A-Za-z0-9_]+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
-        found = re.match(pattern, path)
+        pattern = re.sub(r"\\\{([A-Za-z0-9_]+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path))
+        found = re.fullmatch(pattern, path)  # whole: `$` would also match before a final newline
         return found.groupdict() if found else None
 
 

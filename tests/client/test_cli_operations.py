@@ -255,3 +255,16 @@ def test_a_coloured_table_keeps_its_columns_aligned(fake: FakeScheduler) -> None
     plain = format_table(leases)
     coloured = format_table(leases, paint=paint_status)
     assert [line.replace("\x1b[32m", "").replace("\x1b[0m", "") for line in coloured] == plain
+
+
+def test_following_logs_takes_only_an_ascii_stamp_for_a_time() -> None:
+    from types import SimpleNamespace
+
+    from openalice_scheduler_client.cli_ops import _print_new
+
+    out = io.StringIO()
+    ctx = SimpleNamespace(stdout=out, args=SimpleNamespace(timestamps=False))
+    line = "\u0662\u0660\u0662\u0666-11-30T17:00:00Z text"  # ٢٠٢٦: the API would refuse it as `since`
+
+    assert _print_new(ctx, [line], None) is None  # type: ignore[arg-type]
+    assert out.getvalue() == line + "\n"  # printed whole, as any line without a stamp

@@ -189,3 +189,31 @@ def test_secrets_never_show_in_the_settings_repr() -> None:
         {"INTERNAL_SECRET": "hunter2", "PROVIDERS": "runpod", "RUNPOD_API_KEY": "rp-secret-123"}
     )
     assert "hunter2" not in repr(settings) and "rp-secret-123" not in repr(settings.sections)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LIVE_INDEX_SHARDS", "\u0663"),  # int() reads Arabic-Indic ٣ as 3
+        ("STORE_RETRY_SECONDS", "\uff13"),  # and fullwidth ３
+        ("SWEEP_BATCH_SIZE", "1_000"),  # and underscores
+        ("SWEEP_CONCURRENCY", "+3"),
+        ("LOCAL_DOCKER_MAX_LEASES", "\u0663"),
+        ("WORKER_PORT", "\uff18\uff10\uff18\uff10"),
+        ("MAX_COST_PER_HOUR_PER_OWNER", "\u0661\u0662.\u0665"),  # float() reads ١٢.٥ as 12.5
+        ("MAX_SPEND_PER_OWNER_PER_DAY", "1_0"),
+        ("LOCAL_DOCKER_COST_PER_HOUR", "\u0661"),
+    ],
+)
+def test_a_number_setting_in_other_than_ascii_digits_refuses_to_start_naming_the_variable(
+    variable: str, value: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"{variable}=.*digits 0-9"):
+        Settings.from_environ({variable: value})
+
+
+def test_whole_number_settings_read_ascii_digits_and_a_minus() -> None:
+    settings = Settings.from_environ({"LIVE_INDEX_SHARDS": "03", "LOCAL_DOCKER_MAX_LEASES": "0"})
+    assert (settings.live_index_shards, settings.provider_caps) == (3, {"local-docker": 0})
+    with pytest.raises(ConfigurationError, match="must be at least 0"):
+        Settings.from_environ({"LOCAL_DOCKER_MAX_LEASES": "-1"})

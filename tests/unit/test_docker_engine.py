@@ -148,6 +148,13 @@ def test_versions_compare_as_numbers_not_text() -> None:
     assert api_versions.choose({"ApiVersion": "1.100", "MinAPIVersion": "1.44"}, "1.45") == "1.45"
 
 
+@pytest.mark.parametrize("version", ["\uff11.\uff14\uff11", "1.\u0664\u0661", "1.41.0", "v1.41"])
+def test_an_api_version_is_ascii_digits_dot_digits_only(version: str) -> None:
+    assert not api_versions.is_version(version)
+    with pytest.raises(ValueError, match="is not an API version"):
+        api_versions.parse(version)
+
+
 def test_an_engine_older_than_20_10_is_refused_with_what_to_upgrade() -> None:
     with pytest.raises(api_versions.ApiVersionMismatch, match=r"upgrade the Docker engine to 20\.10"):
         api_versions.choose({"Version": "19.03.15", "ApiVersion": "1.40", "MinAPIVersion": "1.12"}, "1.45")

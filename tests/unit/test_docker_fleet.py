@@ -169,6 +169,8 @@ def test_docker_hosts_is_parsed_with_its_defaults() -> None:
         ("[]", "non-empty"),
         ('[{"name": "a"}]', "host must be"),
         ('[{"name": "A B", "host": "tcp://h:1"}]', "name must be"),
+        ('[{"name": "gpu-a\\n", "host": "tcp://h:1"}]', "name must be"),  # `$` would let the newline through
+        ('[{"name": "gpu-\\u0661", "host": "tcp://h:1"}]', "name must be"),
         ('[{"name": "a", "host": "tcp://h:1", "max_leases": -1}]', "max_leases"),
         ('[{"name": "a", "host": "tcp://h:1", "gpus": ["huge"]}]', "gpus"),
         ('[{"name": "a", "host": "tcp://h:1", "colour": "red"}]', "unknown keys"),

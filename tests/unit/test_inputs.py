@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from scheduler.api.http import HttpRequest
 from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
 from scheduler.errors import InvalidRequest
-from scheduler.models import ListFilter
+from scheduler.models import ListFilter, ReadQuery, RenewRequest
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 
 
@@ -119,3 +120,66 @@ def test_an_unknown_field_with_a_lone_surrogate_is_named_escaped() -> None:
 )
 def test_a_zero_padded_whole_number_in_a_query_is_read(parse: Any, name: str, value: str) -> None:
     assert getattr(parse({name: value}), name) == 1
+
+
+# Digits of other scripts: `\d`, `str.isdigit()` and `int()` take them all, and a date parser then chokes.
+ARABIC_INDIC_YEAR = "\u0662\u0660\u0662\u0666"  # ٢٠٢٦
+FULLWIDTH_YEAR = "\uff12\uff10\uff12\uff16"  # ２０２６
+
+
+@pytest.mark.parametrize("name", ["since", "until"])
+@pytest.mark.parametrize("day", [f"{ARABIC_INDIC_YEAR}-12-01", f"{FULLWIDTH_YEAR}-12-01", "2026-\u0661\u0662-01"])
+def test_a_usage_day_in_other_than_ascii_digits_is_refused_naming_its_field(name: str, day: str) -> None:
+    assert refused(UsageQuery.parse, {name: day}) == [
+        {"field": name, "problem": "String should match pattern '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("parse", "name"), [(LogsQuery.parse, "tail"), (ListFilter.parse, "limit"), (ReadQuery.parse, "wait_ready")]
+)
+@pytest.mark.parametrize("value", ["\u0663", "\uff13", "\u00b3", "1_0", "+3", " 3"])
+def test_a_query_whole_number_in_other_than_ascii_digits_is_refused(parse: Any, name: str, value: str) -> None:
+    assert fields_of(refused(parse, {name: value})) == [name]
+
+
+@pytest.mark.parametrize(
+    "since",
+    [
+        "20260101T000000Z",  # ISO 8601's basic format
+        "2026-W01-1T00:00:00Z",  # an ISO week date
+        "2026-01-01 00:00:00Z",  # the space RFC 3339's note allows: not in its grammar, refused (openapi.yaml)
+        " 2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z\n",
+        f"{ARABIC_INDIC_YEAR}-01-01T00:00:00Z",
+        "2026-01-01T00:00:00.1234567891Z",  # a fraction finer than the nanosecond
+    ],
+)
+def test_a_logs_since_that_is_no_rfc3339_date_time_is_refused(since: str) -> None:
+    assert fields_of(refused(LogsQuery.parse, {"since": since})) == ["since"]
+
+
+LONG = "9" * 5000  # more digits than Python converts (4300 by default)
+
+
+@pytest.mark.parametrize(
+    ("parse", "body", "field"),
+    [
+        (LeaseRequest.parse, f'{{"kind": "renderer", "ttl_seconds": {LONG}}}', "ttl_seconds"),
+        (LeaseRequest.parse, f'{{"kind": "renderer", "max_cost_per_hour": -{LONG}}}', "max_cost_per_hour"),
+        (RenewRequest.parse, f'{{"ttl_seconds": {LONG}}}', "ttl_seconds"),
+    ],
+)
+def test_an_integer_too_long_to_read_is_named_with_its_field(parse: Any, body: str, field: str) -> None:
+    parsed = HttpRequest(body=body).json_body()
+    problem = "Input should be a number of at most 4300 digits, not 5000"
+    assert refused(parse, parsed) == [{"field": field, "problem": problem}]
+
+
+def test_an_integer_too_long_to_read_where_no_number_belongs_is_named_as_what_it_is_not() -> None:
+    parsed = HttpRequest(body=f'{{"kind": {LONG}, "env": {{"A": {LONG}}}, "x": {LONG}}}').json_body()
+    assert refused(LeaseRequest.parse, parsed) == [
+        {"field": "kind", "problem": "Input should be 'renderer' or 'anim'"},
+        {"field": "env.A", "problem": "Input should be a valid string"},
+        {"field": "x", "problem": "Extra inputs are not permitted"},
+    ]

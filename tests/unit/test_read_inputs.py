@@ -3,6 +3,9 @@ pydantic model with `extra="forbid"`: each refusal is InvalidRequest naming the 
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from typing import Any
 
 import pytest
@@ -109,3 +112,38 @@ def test_an_event_s_parts_are_read() -> None:
         "req-1",
     )
     assert request.json_body() == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ('{"kind":"renderer"}'.encode("utf-16"), "must be UTF-8 (RFC 8259), not UTF-16"),
+        ('{"kind":"renderer"}'.encode("utf-16-le"), "must be UTF-8 (RFC 8259), not UTF-16-LE"),
+        ('{"kind":"renderer"}'.encode("utf-16-be"), "must be UTF-8 (RFC 8259), not UTF-16-BE"),
+        ('{"kind":"renderer"}'.encode("utf-32"), "must be UTF-8 (RFC 8259), not UTF-32"),
+        ('{"kind":"renderer"}'.encode("utf-32-le"), "must be UTF-8 (RFC 8259), not UTF-32-LE"),
+        ('{"kind":"renderer"}'.encode("utf-8-sig"), "must be UTF-8 without a byte order mark"),
+        (b'{"kind":"\xff"}', "not valid UTF-8"),
+    ],
+)
+def test_a_body_in_other_than_utf8_is_refused_saying_so(raw: bytes, problem: str) -> None:
+    request = HttpRequest(body=base64.b64encode(raw).decode(), is_base64=True)
+    with pytest.raises(InvalidRequest, match=re.escape(problem)):
+        request.json_body()
+
+
+@pytest.mark.parametrize("body", ['\ufeff{"kind":"renderer"}', '{"kind":"renderer"}'.encode("utf-16-le").decode()])
+def test_a_text_body_with_a_byte_order_mark_or_in_utf16_is_refused(body: str) -> None:
+    with pytest.raises(InvalidRequest, match=r"must be UTF-8"):
+        HttpRequest(body=body).json_body()
+
+
+def test_a_text_body_with_a_lone_surrogate_is_no_utf8_not_bad_base64() -> None:
+    with pytest.raises(InvalidRequest, match="request body is not valid UTF-8"):
+        HttpRequest(body='{"kind":"\ud800"}').json_body()
+
+
+def test_a_utf8_body_is_read() -> None:
+    region = "K\u00f8benhavn \u2603"
+    raw = json.dumps({"region": region}, ensure_ascii=False).encode()
+    assert HttpRequest(body=base64.b64encode(raw).decode(), is_base64=True).json_body() == {"region": region}

@@ -30,7 +30,25 @@ def test_rfc3339_times_are_read_to_the_nanosecond(text: str, expected: int) -> N
     assert parse_rfc3339_ns(text) == expected
 
 
-@pytest.mark.parametrize("text", ["yesterday", "2026-11-30", "2026-11-30T17:00:00", "17:00:00Z", ""])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yesterday",
+        "2026-11-30",
+        "2026-11-30T17:00:00",
+        "17:00:00Z",
+        "",
+        "20261130T170000Z",  # other ISO 8601 forms `datetime.fromisoformat` reads
+        "2026-W49-1T17:00:00Z",
+        "2026-334T17:00:00Z",
+        "2026-11-30T17:00:00+0100",
+        "2026-11-30 17:00:00Z",  # the space RFC 3339's note allows for `T`: not its grammar's
+        " 2026-11-30T17:00:00Z",
+        "2026-11-30T17:00:00Z\n",
+        "\u0662\u0660\u0662\u0666-11-30T17:00:00Z",  # Arabic-Indic digits
+        "2026-02-30T17:00:00Z",
+    ],
+)
 def test_what_is_no_rfc3339_date_time_is_refused(text: str) -> None:
     assert parse_rfc3339_ns(text) is None
 

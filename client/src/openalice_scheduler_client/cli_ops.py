@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_SOME_NOT_RELEASED = 1  # as for any refusal by the API
 MAX_TAIL = 5000
-_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z")
+_STAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,9}))?Z")
 
 
 def _tail(text: str) -> int:

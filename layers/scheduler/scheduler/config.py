@@ -164,10 +164,18 @@ class SettingsSection:
         }
 
 
+def whole_number(raw: str) -> int:
+    """A whole number in ASCII digits, such as 5 or -1 (`int()` alone also takes `٣`, `１`, `1_000` and `+5`)."""
+    digits = raw.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("must be a whole number in the digits 0-9, such as 5")
+    return int(raw)
+
+
 def _parse(metadata: Mapping[str, Any], annotation: object, raw: str) -> object:
     parser = metadata["parse"]
     if parser is None and str(annotation).startswith("int"):  # `int` and `int | None` fields
-        parser = int
+        parser = whole_number
     value = parser(raw) if parser is not None else raw
     low, high = metadata["low"], metadata["high"]
     if isinstance(value, int) and ((low is not None and value < low) or (high is not None and value > high)):
@@ -193,6 +201,8 @@ def cap_parameter(provider: str) -> str:
 
 def dollars(raw: str) -> float:
     """A positive amount of US dollars, such as 12.5."""
+    if not raw.isascii() or "_" in raw:  # `float()` also takes `١٢.٥` and `1_2.5`
+        raise ValueError("must be an amount of US dollars in the digits 0-9, such as 12.5")
     try:
         value = float(raw)
     except ValueError as error:
@@ -299,7 +309,7 @@ class Settings(SettingsSection):
 
 def _cap(variable: str, raw: str) -> int:
     try:
-        value = int(raw)
+        value = whole_number(raw)
         if value < Settings.CAP_LOW:
             raise ValueError(f"must be at least {Settings.CAP_LOW}")
     except ValueError as error:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import TypeVar
@@ -29,6 +30,29 @@ def is_text(value: object) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+class LongNumber:
+    """An integer literal in a JSON body with more digits than Python converts (`sys.get_int_max_str_digits()`,
+    4300 by default): the body is still JSON, and this stands for the number, which is no value of any field,
+    so the field it sits in is named with what is wrong."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    @property
+    def problem(self) -> str:
+        return f"Input should be a number of at most {sys.get_int_max_str_digits()} digits, not {self.digits}"
+
+
+def json_int(literal: str) -> int | LongNumber:
+    """A JSON integer literal as `json` reads it (`parse_int`), or a LongNumber when it is too long to read."""
+    try:
+        return int(literal)
+    except ValueError:  # only the digit limit: the JSON grammar has made sure of the rest
+        return LongNumber(len(literal.lstrip("-")))
 
 
 class Fields:
@@ -127,6 +151,9 @@ class Fields:
         return default if found is None else found
 
     def _integer(self, name: str, value: object, lowest: int, highest: int) -> int | None:
+        if isinstance(value, LongNumber):
+            self.problem(name, value.problem)
+            return None
         if isinstance(value, bool) or not isinstance(value, int):
             self.problem(name, "Input should be a valid integer")
             return None
@@ -144,6 +171,9 @@ class Fields:
         a non-finite value, which Python's JSON decoder lets through); absent or null: None."""
         value = self._data.get(name)
         if value is None:
+            return None
+        if isinstance(value, LongNumber):
+            self.problem(name, value.problem)
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.problem(name, "Input should be a valid number")

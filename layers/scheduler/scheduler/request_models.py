@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date
 from enum import StrEnum
 from types import MappingProxyType
 from typing import NamedTuple, Self
@@ -89,7 +89,8 @@ class UsageGrouping(StrEnum):
     PROVIDER = "provider"
 
 
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# ASCII digits only: `\d` takes any script's digits (٢٠٢٦), which `date.fromisoformat` refuses.
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class UsageQuery(NamedTuple):
@@ -119,7 +120,7 @@ def _day(query: Fields, name: str) -> str | None:
     value = query.text(name, max_length=10, pattern=_DAY)
     if value is not None:
         try:
-            datetime.strptime(value, "%Y-%m-%d")
+            date.fromisoformat(value)  # what the usage report reads it with
         except ValueError:
             query.problem(name, f"Value error, {name} must be a real day (YYYY-MM-DD)")
             return None

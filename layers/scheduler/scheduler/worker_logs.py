@@ -20,15 +20,16 @@ MAX_LOG_BYTES = 1_048_576
 NANOS = 1_000_000_000
 
 # Compiled on first use: most functions import this module for its types and never parse a time.
-_RFC3339_PATTERN = (
-    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d{1,9}))?"
-    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})"
+# ASCII digits (`[0-9]`, as in openapi.yaml's pattern for `since`): `\d` would take any script's.
+RFC3339_PATTERN = (
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<fraction>[0-9]{1,9}))?"
+    r"(?P<zone>[Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
 
 
 @functools.cache
 def _rfc3339() -> re.Pattern[str]:
-    return re.compile(_RFC3339_PATTERN, re.ASCII)
+    return re.compile(RFC3339_PATTERN)
 
 
 class LogQuery(NamedTuple):
@@ -47,10 +48,13 @@ class LogLine(NamedTuple):
 
 
 def parse_rfc3339_ns(text: str) -> int | None:
-    """An RFC 3339 date-time (fraction to the nanosecond, any offset) as nanoseconds since the epoch, else None."""
-    match = _rfc3339().fullmatch(text.strip())
+    """An RFC 3339 date-time (§5.6: `T` or `t`, `Z`, `z` or an offset, a fraction to the nanosecond) as nanoseconds
+    since the epoch, else None. Only that form: not the other ISO 8601 forms `datetime.fromisoformat` reads
+    (`20260101T000000Z`, `2026-W01-1T00:00:00Z`), nor the space §5.6's note allows in place of `T`, nor any
+    surrounding space."""
+    match = _rfc3339().fullmatch(text)
     if match is None:
-        return _iso_ns(text.strip())
+        return None
     zone = match.group("zone").upper()
     try:
         moment = datetime.fromisoformat(
@@ -60,19 +64,6 @@ def parse_rfc3339_ns(text: str) -> int | None:
         return None
     fraction = (match.group("fraction") or "").ljust(9, "0")
     return int(moment.timestamp()) * NANOS + int(fraction or 0)
-
-
-def _iso_ns(text: str) -> int | None:
-    # What else ISO 8601 writers emit for a date-time with an offset (e.g. Python's isoformat).
-    if "T" not in text.upper():
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp()) * NANOS + moment.microsecond * 1000
 
 
 def format_ns(at_ns: int) -> str:

@@ -25,7 +25,7 @@ from scheduler.errors import (
     StoreUnavailable,
     WorkerLogsGone,
 )
-from scheduler.inputs import is_text
+from scheduler.inputs import is_text, json_int
 from scheduler.models import is_lease_id
 
 logger = Logger(child=True)
@@ -50,6 +50,8 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
 }
 
 MAX_BODY_BYTES = 256 * 1024
+# Integers longer than Python converts are read as a LongNumber, which validation names, not as "not JSON".
+_JSON = json.JSONDecoder(parse_int=json_int)
 
 
 _BOOL_WORDS = {"true": True, "t": True, "yes": True, "y": True, "on": True, "1": True}
@@ -178,20 +180,39 @@ class HttpRequest:
                 raise InvalidRequest("request body must be a JSON object")
             raw = b"{}"
         try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            return _JSON.decode(_utf8(raw))
+        except (ValueError, RecursionError) as error:
             raise InvalidRequest("request body is not valid JSON (or nested too deeply)") from error
 
     def _raw_body(self) -> bytes:
         if self.body is None:
             return b""
-        try:
-            raw = base64.b64decode(self.body, validate=True) if self.isBase64Encoded else self.body.encode()
-        except (binascii.Error, ValueError) as error:
-            raise InvalidRequest("request body is not valid base64") from error
+        if self.isBase64Encoded:
+            try:
+                raw = base64.b64decode(self.body, validate=True)
+            except (binascii.Error, ValueError) as error:
+                raise InvalidRequest("request body is not valid base64") from error
+        elif is_text(self.body):
+            raw = self.body.encode()
+        else:
+            raise InvalidRequest("request body is not valid UTF-8")  # a lone surrogate no encoder can write
         if len(raw) > MAX_BODY_BYTES:
             raise InvalidRequest(f"request body is larger than {MAX_BODY_BYTES} bytes")
         return raw
+
+
+def _utf8(raw: bytes) -> str:
+    """The body as text: JSON between systems is UTF-8 without a byte order mark (RFC 8259 §8.1). `json.loads`
+    of bytes would take UTF-16 and UTF-32 too, and a BOM: each is refused here, named."""
+    encoding = json.detect_encoding(raw)
+    if encoding == "utf-8-sig":
+        raise InvalidRequest("request body must be UTF-8 without a byte order mark (RFC 8259)")
+    if encoding != "utf-8":
+        raise InvalidRequest(f"request body must be UTF-8 (RFC 8259), not {encoding.upper()}")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as error:
+        raise InvalidRequest("request body is not valid UTF-8") from error
 
 
 def json_response(status: int, body: object | None = None) -> Response:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 # The oldest API this driver's requests are written for: Engine 20.10 (GPU device requests need 1.40).
 OLDEST_SUPPORTED = "1.41"
-_VERSION = re.compile(r"^(\d+)\.(\d+)$")
+# Whole (fullmatch) and ASCII digits: `$` matches before a final newline, `\d` takes any script's digits.
+_VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
 
 
 class ApiVersionMismatch(Exception):
@@ -20,7 +21,7 @@ class ApiVersionMismatch(Exception):
 
 def parse(version: str) -> tuple[int, int]:
     """`"1.41"` → `(1, 41)`; ValueError for anything else."""
-    match = _VERSION.match(version.strip())
+    match = _VERSION.fullmatch(version.strip())
     if not match:
         raise ValueError(f"{version!r} is not an API version like 1.41")
     return int(match[1]), int(match[2])
@@ -28,7 +29,7 @@ def parse(version: str) -> tuple[int, int]:
 
 def is_version(value: str) -> bool:
     """Whether `value` reads as an API version (`1.41`)."""
-    return bool(_VERSION.match(value.strip()))
+    return bool(_VERSION.fullmatch(value.strip()))
 
 
 def choose(engine: Mapping[str, object], newest_supported: str, oldest_supported: str = OLDEST_SUPPORTED) -> str:

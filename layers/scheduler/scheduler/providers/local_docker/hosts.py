@@ -22,7 +22,8 @@ import threading
 import time
 from typing import NamedTuple
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# Matched whole (fullmatch): `$` would also match before a final newline ("gpu-a\n").
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _GPU_CLASSES = ("none", "entry", "mid", "high")
 _KEYS = {"name", "host", "cert_path", "max_leases", "gpus", "region"}
 # A host that did not answer is passed over for this long (per execution environment).
@@ -74,7 +75,7 @@ def _host(entry: object, index: int) -> DockerHostSpec:
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(_KEYS)}")
     name, host = entry.get("name"), entry.get("host")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"{where}: name must be 1-40 of a-z, 0-9 and '-' (got {name!r})")
     if not isinstance(host, str) or not re.match(r"^(tcp|unix|ssh|https?)://", host):
         raise ValueError(f"{where} ({name}): host must be an Engine address such as tcp://10.0.0.5:2376")
