@@ -20,11 +20,7 @@ ROOTS = ("layers", "functions", "devstack", "client/src")
 _RE_CALLS = {"compile", "match", "fullmatch", "search", "sub", "subn", "split", "findall", "finditer"}
 _UNICODE_CLASSES = set("dDwWsSbB")
 # Patterns that are right as they are, and why.
-EXCEPTIONS = {
-    # Header values reach it decoded as Latin-1, where `\d` is 0-9 only; its `\s` only widens what counts as
-    # space between a header's parameters.
-    "layers/scheduler/scheduler/providers/runpod/quota.py",
-}
+EXCEPTIONS: set[str] = set()
 
 
 def _sources() -> Iterator[Path]:

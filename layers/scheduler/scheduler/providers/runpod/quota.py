@@ -31,8 +31,8 @@ DOCUMENTED = (QuotaWindow("minute", 60, 60), QuotaWindow("hour", 3000, 3600), Qu
 CREATE, RELEASE = "create", "release"
 # Readiness checks and log streams: they yield to creates and releases, leaving them half of every window.
 READ = "read"
-_MEMBER = re.compile(r'"([A-Za-z0-9_.-]+)"((?:\s*;\s*[a-z]+\s*=\s*\d+)+)')
-_PARAM = re.compile(r"([a-z]+)\s*=\s*(\d+)")
+_MEMBER = re.compile(r'"([A-Za-z0-9_.-]+)"((?:[ \t]*;[ \t]*[a-z]+[ \t]*=[ \t]*[0-9]+)+)')
+_PARAM = re.compile(r"([a-z]+)[ \t]*=[ \t]*([0-9]+)")
 # A waiter wakes this long after the reset, plus up to _SPREAD_SECONDS at random: RunPod's reset is known
 # to the second, and concurrent waiters take their requests one after another instead of all conflicting.
 _AFTER_RESET_SECONDS = 0.05
