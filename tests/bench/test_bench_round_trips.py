@@ -27,8 +27,8 @@ EXPECTED: dict[str, dict[str, int]] = {
         "UpdateItem:IDEMPOTENCY_TABLE": 1,
         "UpdateItem:LEASES_TABLE": 1,
     },
-    # a replay is answered from the record: its conditional put fails and returns the stored answer.
-    "acquire replayed (same key)": {"PutItem:IDEMPOTENCY_TABLE": 1},
+    # a replay finds the record (its conditional put fails), then reads the lease it names as it is now.
+    "acquire replayed (same key)": {"PutItem:IDEMPOTENCY_TABLE": 1, "GetItem:LEASES_TABLE": 1},
     "get": {"GetItem:LEASES_TABLE": 1},
     "renew": {"UpdateItem:LEASES_TABLE": 1},
     "release": {"UpdateItem:LEASES_TABLE": 2},  # the claim, then the finish
@@ -38,7 +38,7 @@ ROUND_TRIPS = {
     "authorizer": 0,
     "acquire": 2,
     "acquire with Idempotency-Key": 4,
-    "acquire replayed (same key)": 1,
+    "acquire replayed (same key)": 2,
     "get": 1,
     "renew": 1,
     "release": 2,

@@ -154,9 +154,10 @@ class FakeScheduler:
         return [r for r in self.requests if r.method == method and re.fullmatch(path_pattern, r.path)]
 
     def add_lease(self, **fields: Any) -> dict[str, Any]:
-        """Put a live lease straight into the store (for list/paging tests)."""
+        """Put a live lease straight into the store (for list/paging tests); `status` default active."""
         now = datetime.now(UTC)
-        lease = self._new_lease({"kind": "renderer", **fields}, now)
+        status = fields.pop("status", "active")
+        lease = {**self._new_lease({"kind": "renderer", **fields}, now), "status": status}
         with self._lock:
             self.leases[lease["lease_id"]] = lease
         return lease
@@ -284,6 +285,12 @@ class FakeScheduler:
         expires = datetime.fromisoformat(lease["expires_at"])
         return lease["status"] == "active" and expires > datetime.now(UTC)
 
+    def _listed(self, lease: dict[str, Any]) -> bool:
+        """As the service lists: pending and active leases until they expire, releasing ones until they end."""
+        expires = datetime.fromisoformat(lease["expires_at"])
+        unexpired = lease["status"] in ("pending", "active") and expires > datetime.now(UTC)
+        return unexpired or lease["status"] == "releasing"
+
     def _list(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
         limit = int(request.query.get("limit", "100"))
         if not 1 <= limit <= 1000:
@@ -293,7 +300,7 @@ class FakeScheduler:
             live = [
                 lease
                 for lease in self.leases.values()
-                if self._live(lease)
+                if self._listed(lease)
                 and all(request.query.get(f) in (None, lease[f]) for f in ("owner_id", "kind", "provider"))
             ]
         size = min(limit, self.page_size)
@@ -380,7 +387,13 @@ class FakeScheduler:
                 lease["status"] = "released"
                 lease["released_at"] = _time(datetime.now(UTC))
             released = [dict(lease) for lease in batch]
-        return 200, {}, {"released": released, "not_released": [], "next_token": "more" if more else None}
+            refused = [
+                {"lease_id": lease["lease_id"], "status": "releasing", "code": "provider_error",
+                 "message": "releasing: its worker could not be removed yet; the sweep retries until it is gone"}
+                for lease in self.leases.values()
+                if lease["status"] == "releasing" and lease["owner_id"] == owner
+            ]  # fmt: skip
+        return 200, {}, {"released": released, "not_released": refused, "next_token": "more" if more else None}
 
     def expire(self, lease_id: str) -> None:
         """End a lease behind the client's back (as the sweep would)."""

@@ -176,6 +176,28 @@ def _column(rows: list[str], header: str, name: str) -> list[str]:
     return [row[position:].split()[0] for row in rows]
 
 
+def test_list_shows_a_lease_being_released_without_remaining_time(fake: FakeScheduler) -> None:
+    """Its worker is not confirmed gone yet (it may still bill): listed, but nothing remains of it to use."""
+    releasing = fake.add_lease(owner_id="anim-svc", ttl_seconds=600, status="releasing")
+    active = fake.add_lease(owner_id="anim-svc", ttl_seconds=600)
+
+    code, out, _ = run(fake, "list", "--status", "releasing")
+
+    header, *rows = out.splitlines()
+    assert code == 0 and [row.split()[0] for row in rows] == [releasing["lease_id"]]
+    assert _column(rows, header, "STATUS") == ["releasing"] and _column(rows, header, "REMAINING") == ["-"]
+    assert active["lease_id"] in run(fake, "list")[1]
+
+
+def test_release_all_names_a_lease_still_being_released_and_exits_1(fake: FakeScheduler) -> None:
+    releasing = fake.add_lease(owner_id="anim-svc", status="releasing")
+
+    code, out, _ = run(fake, "release", "--owner", "anim-svc", "--all")
+
+    assert code == 1
+    assert f"not released {releasing['lease_id']} (releasing): provider_error: " in out
+
+
 def test_list_json_merges_every_page(fake: FakeScheduler) -> None:
     fake.page_size = 2
     for _ in range(5):

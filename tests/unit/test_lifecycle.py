@@ -67,8 +67,13 @@ def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> Non
         assert {Write.END, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS} <= set(transition.writes)
 
 
-def test_the_listed_statuses_are_live_ones_nobody_is_releasing() -> None:
-    assert LIVE - {LeaseStatus.RELEASING} == lifecycle.LISTED
+def test_every_live_status_is_listed_one_way_or_the_other() -> None:
+    assert lifecycle.LISTED_UNTIL_EXPIRY | lifecycle.LISTED_UNTIL_ENDED == LIVE
+    assert not lifecycle.LISTED_UNTIL_EXPIRY & lifecycle.LISTED_UNTIL_ENDED
+
+
+def test_a_lease_being_released_is_listed_until_it_ends() -> None:
+    assert {LeaseStatus.RELEASING} == lifecycle.LISTED_UNTIL_ENDED
 
 
 # --- why a write lost --------------------------------------------------------------------------------

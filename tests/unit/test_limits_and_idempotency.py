@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from devstack.dynamodb import DynamoDBClient
+from scheduler.clock import Clock, utc_now
 from scheduler.errors import LeaseConflict, NoCapacity, ProviderFailed, QuotaExceeded
 from scheduler.idempotency import IdempotentAcquire
 from scheduler.leases.acquire import acquire as acquire_lease
@@ -175,9 +176,16 @@ def test_owner_quota_is_per_owner(limited_store: LeaseStore) -> None:
 class Keyed:
     """Acquires through IdempotentAcquire, as the acquire handler does: each call a fresh lease id."""
 
-    def __init__(self, store: LeaseStore, registry: ConfiguredProviders, table: str, dynamodb: DynamoDBClient) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        registry: ConfiguredProviders,
+        table: str,
+        dynamodb: DynamoDBClient,
+        clock: Clock = utc_now,
+    ) -> None:
         self.store, self.registry = store, registry
-        self.idempotency = IdempotentAcquire(table, dynamodb, expires_after_seconds=3600)
+        self.idempotency = IdempotentAcquire(table, dynamodb, expires_after_seconds=3600, read=store.get, clock=clock)
 
     def __call__(self, key: str, request: LeaseRequest = REQUEST) -> AcquireOutcome:
         lease_id = new_lease_id()
@@ -259,3 +267,75 @@ def test_a_failed_acquire_is_not_remembered(
     again = keyed("key-4")
 
     assert isinstance(again, Acquired) and again.lease.status == LeaseStatus.ACTIVE
+
+
+def test_a_replay_after_a_release_is_a_conflict_saying_the_lease_ended(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    registry = registry_of(memory_provider())
+    keyed = Keyed(store, registry, idempotency_table, dynamodb)
+    first = keyed("key-released")
+    assert isinstance(first, Acquired)
+    released = release(first.lease.lease_id, None, store, registry)
+
+    with pytest.raises(LeaseConflict) as refused:
+        keyed("key-released")
+
+    released_at = released.released_at.strftime("%Y-%m-%dT%H:%M:%SZ") if released.released_at else None
+    assert f"has ended: released at {released_at}" in refused.value.message
+    assert refused.value.details == {"lease_id": first.lease.lease_id, "status": "released", "released_at": released_at}
+
+
+def test_a_replay_after_a_renew_answers_the_renewed_expiry(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
+    first = keyed("key-renewed")
+    assert isinstance(first, Acquired)
+    renewed = store.renew(first.lease.lease_id, None, 3600, utc_now())
+
+    replayed = keyed("key-renewed")
+
+    assert isinstance(replayed, Replayed)
+    assert replayed.body()["lease"]["expires_at"] == renewed.wire()["expires_at"] != first.body()["lease"]["expires_at"]
+
+
+def test_a_replay_while_the_lease_is_being_released_is_a_conflict(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
+    first = keyed("key-releasing")
+    assert isinstance(first, Acquired)
+    store.claim_release(first.lease.lease_id, None, utc_now())  # a DELETE whose worker could not be removed yet
+
+    with pytest.raises(LeaseConflict, match="is being released") as refused:
+        keyed("key-releasing")
+
+    assert refused.value.details == {"lease_id": first.lease.lease_id, "status": "releasing"}
+
+
+def test_a_replay_past_the_leases_expiry_is_a_conflict_saying_when_it_expired(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    registry = registry_of(memory_provider())
+    first = Keyed(store, registry, idempotency_table, dynamodb)("key-expired")
+    assert isinstance(first, Acquired)
+    after_expiry = first.lease.expires_at + timedelta(seconds=1)  # the sweep has not ended it yet
+    later = Keyed(store, registry, idempotency_table, dynamodb, clock=lambda: after_expiry)
+
+    with pytest.raises(LeaseConflict, match=f"expired at {first.body()['lease']['expires_at']}"):
+        later("key-expired")
+
+
+def test_a_replay_of_a_lease_past_its_retention_is_a_conflict(
+    store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
+) -> None:
+    keyed = Keyed(store, registry_of(memory_provider()), idempotency_table, dynamodb)
+    first = keyed("key-forgotten")
+    assert isinstance(first, Acquired)
+    dynamodb.delete_item(TableName=store.table_name, Key={"lease_id": {"S": first.lease.lease_id}})  # what TTL does
+
+    with pytest.raises(LeaseConflict, match="no longer kept") as refused:
+        keyed("key-forgotten")
+
+    assert refused.value.details == {"lease_id": first.lease.lease_id}

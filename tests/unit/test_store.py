@@ -271,9 +271,61 @@ def test_list_omits_released_lease(leases: Leases, store: LeaseStore) -> None:
     assert all_live(store) == []
 
 
-def test_list_omits_lease_being_released(leases: Leases, store: LeaseStore) -> None:
+def test_list_shows_a_lease_being_released_as_releasing(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active()
     store.claim_release(lease.lease_id, lease.owner_id, NOW)
+    page, _ = store.list_live(ListFilter(), NOW)
+    assert [(listed.lease_id, listed.status) for listed in page] == [(lease.lease_id, LeaseStatus.RELEASING)]
+
+
+def test_list_shows_a_release_whose_claim_went_stale(leases: Leases, store: LeaseStore) -> None:
+    """A worker that could not be removed leaves its lease `releasing` with a claim the sweep takes over once
+    stale; it may bill all that time, so it stays listed."""
+    lease = leases.active()
+    store.claim_release(lease.lease_id, lease.owner_id, NOW)
+    later = NOW + timedelta(seconds=RELEASE_CLAIM_SECONDS + 1)
+    page, _ = store.list_live(ListFilter(), later)
+    assert [(listed.lease_id, listed.status) for listed in page] == [(lease.lease_id, LeaseStatus.RELEASING)]
+
+
+def test_list_shows_an_expired_lease_the_sweep_is_still_releasing(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.active(ttl_seconds=600)
+    swept_at = lease.expires_at + timedelta(seconds=1)
+    assert store.claim_due(lease.lease_id, swept_at) is not None
+    page, _ = store.list_live(ListFilter(), swept_at + timedelta(seconds=30))
+    assert [(listed.lease_id, listed.status) for listed in page] == [(lease.lease_id, LeaseStatus.RELEASING)]
+
+
+def test_list_filters_a_lease_being_released_by_owner(leases: Leases, store: LeaseStore) -> None:
+    alices, bobs = leases.active(owner_id="alice"), leases.active(owner_id="bob")
+    for lease in (alices, bobs):
+        store.claim_release(lease.lease_id, lease.owner_id, NOW)
+    assert all_live(store, ListFilter(owner_id="bob")) == [bobs.lease_id]
+
+
+def test_list_pages_over_overdue_leases_to_every_listed_one(leases: Leases, store: LeaseStore) -> None:
+    """Overdue leases the sweep has not claimed come first in the index and are left out; paging goes on
+    past them to the stale release among them and to the live leases after."""
+    later = NOW + timedelta(seconds=RELEASE_CLAIM_SECONDS + 1)
+    for _ in range(3):
+        leases.active(ttl_seconds=60)  # past expiry at `later`, not yet swept
+    stale = leases.active(ttl_seconds=3600)
+    store.claim_release(stale.lease_id, stale.owner_id, NOW)
+    live = leases.active(ttl_seconds=7200)
+    listed: list[str] = []
+    token: str | None = None
+    for _ in range(20):
+        page, token = store.list_live(ListFilter(limit=1, next_token=token), later)
+        listed += [lease.lease_id for lease in page]
+        if token is None:
+            break
+    assert listed == [stale.lease_id, live.lease_id]
+
+
+def test_list_omits_a_lease_once_its_release_is_recorded(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.active()
+    claim = store.claim_release(lease.lease_id, lease.owner_id, NOW)
+    store.finish_release(claim, NOW)
     assert all_live(store) == []
 
 

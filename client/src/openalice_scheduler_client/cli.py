@@ -33,7 +33,9 @@ from .client import DEFAULT_URL, SECRET_ENV, URL_ENV, SchedulerClient
 from .errors import ReadyTimeout, SchedulerError, ServiceUnreachable, Unauthorized, WorkerNotReady
 from .models import GPU_CLASSES, KINDS, Lease
 
-LISTED_STATUSES = ("pending", "active")  # what GET /v1/leases lists
+# What GET /v1/leases lists: pending and active leases until they expire, releasing ones until their worker is gone.
+LISTED_STATUSES = ("pending", "active", "releasing")
+USABLE_STATUSES = ("pending", "active")  # a countdown to expires_at means something only for these
 
 EXIT_OK = 0
 EXIT_API_ERROR = 1
@@ -203,7 +205,7 @@ def format_remaining(remaining: timedelta) -> str:
 
 def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
     """One table row of a lease (columns as TABLE_COLUMNS)."""
-    remaining = format_remaining(lease.remaining(now)) if lease.is_live else "-"
+    remaining = format_remaining(lease.remaining(now)) if lease.status in USABLE_STATUSES else "-"
     return (
         lease.lease_id,
         lease.kind,

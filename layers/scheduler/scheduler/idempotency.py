@@ -1,9 +1,13 @@
-"""Idempotent acquire: a repeated `Idempotency-Key` with the same body returns the first answer.
+"""Idempotent acquire: a repeated `Idempotency-Key` with the same body answers with the lease the first made.
 
 Built on powertools' Idempotency utility with its own DynamoDB table. The key is the caller's
 `Idempotency-Key`; the body is the validated LeaseRequest, so the same key with a different body
 is refused (409). A concurrent repeat waits for the first to finish rather than making a second
 worker. A failed acquire is not remembered, so it can be retried with the same key.
+
+A repeat answers the lease as it is now, read from the store (renewed: its new expiry), never the
+remembered answer: that may name a worker long removed. A lease the caller can no longer use (released,
+expired, failed, being released, or past its expiry) is 409 saying how it ended.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
+from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.errors import InvalidRequest, LeaseConflict
+from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import Lease, format_time
 
 if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
@@ -50,8 +57,12 @@ class IdempotentAcquire:
         table_name: str,
         client: Any,
         expires_after_seconds: int,
+        read: Callable[[str], Lease],
+        clock: Clock = utc_now,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._read = read  # the lease as stored now (LeaseNotFound once past its retention)
+        self._clock = clock
         self._sleep = sleep
         self._invocation = local()  # this call's acquire and its outcome (not part of the idempotency record)
         self.config = IdempotencyConfig(
@@ -73,7 +84,8 @@ class IdempotentAcquire:
         lambda_context: Any = None,
         deadline: Deadline | None = None,
     ) -> AcquireOutcome:
-        """`acquire()`'s outcome the first time a key is seen with this body; `Replayed` for a repeat."""
+        """`acquire()`'s outcome the first time a key is seen with this body; `Replayed` for a repeat whose
+        lease is still usable, LeaseConflict (saying how it ended) for one whose lease is not."""
         if not key or len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
             raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable ASCII characters")
         if lambda_context is not None:
@@ -96,7 +108,18 @@ class IdempotentAcquire:
                 self._sleep(0.2)
                 continue
             fresh = self._invocation.outcome
-            return fresh if isinstance(fresh, Acquired) else Replayed(answer)
+            return fresh if isinstance(fresh, Acquired) else self._replay(str(answer["lease"]["lease_id"]))
+
+    def _replay(self, lease_id: str) -> Replayed:
+        """The lease the key made, as it is now, while its caller can still use it."""
+        try:
+            lease = self._read(lease_id)
+        except LeaseNotFound as gone:
+            message = f"{_MADE} has ended and is no longer kept; {_NEW_KEY}"
+            raise LeaseConflict(message, details={"lease_id": lease_id}) from gone
+        if lease.status is LeaseStatus.ACTIVE and not lease.is_expired(self._clock()):
+            return Replayed(lease)
+        raise LeaseConflict(f"{_MADE} {_how_it_ended(lease)}; {_NEW_KEY}", details=_ended(lease))
 
     def _acquire_once(self, attempt: dict[str, Any]) -> dict[str, Any]:
         outcome = self._invocation.acquire()
@@ -104,3 +127,25 @@ class IdempotentAcquire:
             raise _NotRemembered(outcome)
         self._invocation.outcome = outcome
         return outcome.body()
+
+
+_MADE = "the lease this Idempotency-Key made"
+_NEW_KEY = "send a new Idempotency-Key for a new worker"
+
+
+def _how_it_ended(lease: Lease) -> str:
+    if lease.status is LeaseStatus.RELEASING:
+        return "is being released (its worker is being removed)"
+    if lease.status is LeaseStatus.ACTIVE:  # past its expiry: over for its caller, the sweep's to end
+        return f"expired at {format_time(lease.expires_at)}"
+    if lease.status.is_live:
+        return f"is {lease.status.value}"
+    ended = f"has ended: {lease.status.value}"
+    return ended if lease.released_at is None else f"{ended} at {format_time(lease.released_at)}"
+
+
+def _ended(lease: Lease) -> dict[str, object]:
+    details: dict[str, object] = {"lease_id": lease.lease_id, "status": lease.status.value}
+    if lease.released_at is not None:
+        details["released_at"] = format_time(lease.released_at)
+    return details

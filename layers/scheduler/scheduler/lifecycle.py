@@ -49,8 +49,12 @@ class WorkerState(StrEnum):
 
 LIVE = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING})
 ENDED = frozenset(LeaseStatus) - LIVE
-# What `GET /v1/leases` lists: live leases nobody is releasing yet (and, the store adds, not expired).
-LISTED = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE})
+# What `GET /v1/leases` lists: every live lease, each as long as its caller needs to see it. A pending or
+# active lease until its expires_at: past it the lease is over for its caller (renew and release answer
+# 404) and the sweep's to end, within a sweep period. A releasing lease until its worker is confirmed gone,
+# whatever its expiry: its worker may still exist and bill (a provider that cannot remove it keeps it here).
+LISTED_UNTIL_EXPIRY = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE})
+LISTED_UNTIL_ENDED = frozenset({LeaseStatus.RELEASING})
 
 
 class Guard(Enum):

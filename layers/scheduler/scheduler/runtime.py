@@ -110,7 +110,11 @@ class Runtime:
         from scheduler.idempotency import IdempotentAcquire
 
         return IdempotentAcquire(
-            self.settings.idempotency_table, self.store.client, self.settings.idempotency_ttl_seconds
+            self.settings.idempotency_table,
+            self.store.client,
+            self.settings.idempotency_ttl_seconds,
+            read=self.store.get,
+            clock=self.clock,
         )
 
     @cached_property

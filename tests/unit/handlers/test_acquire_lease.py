@@ -66,6 +66,43 @@ def test_a_replays_log_lines_carry_the_replayed_lease(function: Callable[[str], 
     assert acquire.log_keys()["lease_id"] == first["lease"]["lease_id"]
 
 
+def test_a_replay_answers_its_keys_in_the_first_answers_order(function: Callable[[str], Function]) -> None:
+    acquire = function("acquire_lease")
+    first = acquire(acquire_event(key="job-1-attempt"))["body"]
+    again = acquire(acquire_event(key="job-1-attempt"))["body"]
+    assert list(json.loads(again)) == list(json.loads(first)) == ["lease", "provider"]
+    assert list(json.loads(again)["lease"]) == list(json.loads(first)["lease"])
+
+
+def test_a_replay_after_a_renew_answers_the_renewed_lease(function: Callable[[str], Function]) -> None:
+    acquire = function("acquire_lease")
+    _, first = acquire.http(acquire_event(key="job-1-attempt"))
+    lease_id = first["lease"]["lease_id"]
+    _, renewed = function("renew_lease").http(event("renew_lease", lease_id, body=json.dumps({"ttl_seconds": 900})))
+
+    status, again = acquire.http(acquire_event(key="job-1-attempt"))
+
+    assert status == 201
+    assert again["lease"] == renewed["lease"] and again["lease"]["expires_at"] != first["lease"]["expires_at"]
+
+
+def test_a_replay_after_a_release_answers_409_saying_the_lease_ended(
+    function: Callable[[str], Function], provider: MemoryProvider
+) -> None:
+    acquire = function("acquire_lease")
+    _, first = acquire.http(acquire_event(key="job-1-attempt"))
+    lease_id = first["lease"]["lease_id"]
+    assert function("release_lease").http(event("release_lease", lease_id))[0] == 204
+
+    status, body = acquire.http(acquire_event(key="job-1-attempt"))
+
+    assert (status, body["error"]["code"]) == (409, "conflict")
+    ended = "2026-11-30T04:00:00Z"  # NOW, the runtime's clock
+    assert body["error"]["details"] == {"lease_id": lease_id, "status": "released", "released_at": ended}
+    assert f"has ended: released at {ended}" in body["error"]["message"]
+    assert (len(provider.provisioned), provider.workers) == (1, {})  # nothing made again, no worker answered
+
+
 def test_no_provider_with_capacity_answers_503_naming_the_failed_lease(
     function: Callable[[str], Function], store: LeaseStore, idempotency_table: str
 ) -> None:

@@ -13,7 +13,7 @@ from scheduler.store import LeaseStore
 from scheduler.worker_logs import MAX_LOG_BYTES
 from tests.support.metrics import RecordedMetrics
 
-from ..builders import Leases
+from ..builders import NOW, Leases
 from .conftest import Function, event, with_header
 
 
@@ -210,8 +210,42 @@ def test_a_lease_that_could_not_be_released_is_named_with_why(
     body = function("release_owner_leases").http(release_all_event("anim-service"))[1]
 
     refused = {item["lease_id"]: (item["status"], item["code"]) for item in body["not_released"]}
-    assert refused == {lease_id: ("active", "provider_error"), pending: ("pending", "conflict")}
+    assert refused == {lease_id: ("releasing", "provider_error"), pending: ("pending", "conflict")}
     assert body["released"] == []
+
+
+def test_a_lease_left_releasing_by_a_failed_release_is_named_with_why_and_not_attempted_again(
+    function: Callable[[str], Function], leases: Leases, provider: MemoryProvider
+) -> None:
+    lease_id = running(leases, provider)
+    provider.fail_releases = 1  # the provider's release raises ProviderRequestFailed: the worker stays
+    assert function("release_lease").http(event("release_lease", lease_id))[0] == 502
+    attempts = len(provider.release_calls)
+
+    status, body = function("release_owner_leases").http(release_all_event("anim-service"))
+
+    assert (status, body["released"]) == (200, [])
+    (refused,) = body["not_released"]
+    assert (refused["lease_id"], refused["status"], refused["code"]) == (lease_id, "releasing", "provider_error")
+    assert "the sweep retries" in refused["message"]
+    assert len(provider.release_calls) == attempts  # its claim is another release's: never two at once
+
+
+def test_a_lease_this_call_could_not_release_is_named_once(
+    function: Callable[[str], Function], leases: Leases, provider: MemoryProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its claim's due time moves it on in the live index, where the same call's next page finds it again."""
+    from scheduler.leases import release_all
+
+    monkeypatch.setattr(release_all, "PAGE_SIZE", 1)
+    lease_id = running(leases, provider, ttl_seconds=60)  # first in the index; the claim's due time is later
+    others = {running(leases, provider, ttl_seconds=3600) for _ in range(2)}
+    provider.fail_releases = 1
+
+    body = function("release_owner_leases").http(release_all_event("anim-service"))[1]
+
+    assert [item["lease_id"] for item in body["not_released"]] == [lease_id]
+    assert {lease["lease_id"] for lease in body["released"]} == others
 
 
 def test_more_leases_than_one_call_releases_continue_with_next_token(
@@ -257,6 +291,30 @@ def test_pending_leases_do_not_hold_back_the_active_ones_behind_them(
 
     assert {lease["lease_id"] for lease in body["released"]} == active
     assert {item["lease_id"] for item in body["not_released"]} == pending
+
+
+def test_leases_being_released_do_not_hold_back_the_active_ones_behind_them(
+    function: Callable[[str], Function],
+    leases: Leases,
+    provider: MemoryProvider,
+    store: LeaseStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scheduler.leases import release_all
+
+    monkeypatch.setattr(release_all, "MAX_RELEASES_PER_CALL", 2)
+    releasing = set()
+    for _ in range(4):
+        lease_id = running(leases, provider, ttl_seconds=60)  # before the active ones in the live index
+        store.claim_release(lease_id, "anim-service", NOW)
+        releasing.add(lease_id)
+    active = {running(leases, provider, ttl_seconds=3600) for _ in range(2)}
+
+    body = function("release_owner_leases").http(release_all_event("anim-service"))[1]
+
+    assert {lease["lease_id"] for lease in body["released"]} == active
+    assert {item["lease_id"] for item in body["not_released"]} == releasing
+    assert body["next_token"] is None
 
 
 def test_a_continuation_the_service_did_not_issue_answers_400(function: Callable[[str], Function]) -> None:

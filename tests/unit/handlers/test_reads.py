@@ -85,6 +85,20 @@ def test_list_answers_a_page_and_its_token(function: Callable[[str], Function], 
     assert {lease.lease_id for lease in made} <= {lease["lease_id"] for lease in body["leases"]}
 
 
+def test_a_lease_whose_worker_could_not_be_removed_is_listed_releasing(
+    function: Callable[[str], Function], leases: Leases, provider: MemoryProvider
+) -> None:
+    lease = leases.active(owner_id="anim-service")
+    provider.add_worker(lease.lease_id, str(lease.provider_token))
+    provider.fail_releases = 1  # the provider's release raises ProviderRequestFailed: the worker stays
+    assert function("release_lease").http(event("release_lease", lease.lease_id))[0] == 502
+
+    status, body = function("list_leases").http(list_event(owner_id="anim-service"))
+
+    assert status == 200
+    assert [(listed["lease_id"], listed["status"]) for listed in body["leases"]] == [(lease.lease_id, "releasing")]
+
+
 def test_a_continuation_asked_for_after_its_start_key_expired_answers_200(
     function: Callable[[str], Function], store: LeaseStore, leases: Leases
 ) -> None:

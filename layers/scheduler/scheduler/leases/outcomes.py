@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from scheduler.errors import SchedulerError
@@ -20,17 +19,18 @@ class Acquired(NamedTuple):
 
 
 class Replayed(NamedTuple):
-    """An Idempotency-Key repeated with the same body: the first answer again, nothing provisioned."""
+    """An Idempotency-Key repeated with the same body: the lease the first answer made, as it is now (read
+    from the store, still usable), nothing provisioned."""
 
-    answer: Mapping[str, Any]
+    lease: Lease
 
     @property
     def lease_id(self) -> str:
-        return str(self.answer["lease"]["lease_id"])
+        return self.lease.lease_id
 
     def body(self) -> dict[str, Any]:
-        """The 201 answer, as first given."""
-        return dict(self.answer)
+        """The 201 answer, shaped as the first one (the lease's own field order), with the lease as it is now."""
+        return Acquired(self.lease).body()
 
 
 class NotAcquired(NamedTuple):

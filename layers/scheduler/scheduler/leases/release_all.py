@@ -5,6 +5,8 @@ removed, the release recorded once confirmed. One call releases at most `max_rel
 starts no release with less than `reserve_seconds` left; the rest is for the next call, which
 `next_token` continues. A released lease leaves the live listing, so a continuation that restarts a
 page finds only what is still to do (a lease that could not be released may be reported again).
+A lease already `releasing` (listed until its worker is confirmed gone) is reported, not attempted:
+its claim's holder or the sweep removes its worker, so a continuation never waits on it twice.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.errors import InvalidRequest, LeaseConflict, SchedulerError
+from scheduler.errors import InvalidRequest, LeaseConflict, ProviderFailed, SchedulerError
 from scheduler.leases.release import release
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, ListFilter
@@ -25,6 +27,9 @@ from scheduler.store import LeaseStore
 
 MAX_RELEASES_PER_CALL = 25
 PAGE_SIZE = 100
+_BEING_RELEASED = (
+    "releasing: its worker could not be removed yet (or is being removed now); the sweep retries until it is gone"
+)
 # A release removes a worker and confirms it gone: a few seconds on RunPod, well under one on Docker.
 RESERVE_SECONDS = 8.0
 
@@ -56,13 +61,17 @@ def release_all(
     time_left = or_never(deadline)
     outcome = OwnerRelease()
     attempts = 0
+    seen: set[str] = set()
     page_token = decode_token(next_token)
     while True:
         page, following = store.list_live(ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token), clock())
         for lease in page:
-            if lease.status is LeaseStatus.PENDING:
+            if lease.lease_id in seen:
+                continue  # a lease this call left releasing moved on in the index (its claim's due time)
+            seen.add(lease.lease_id)
+            if lease.status is not LeaseStatus.ACTIVE:
                 # Reported, not attempted: no provider call, so it spends nothing of this call's budget (a
-                # page of pending leases must not hold back the active ones behind it).
+                # page of pending or releasing leases must not hold back the active ones behind it).
                 _release_one(lease, owner, store, providers, clock, deadline, outcome)
                 continue
             if attempts and (attempts >= most or time_left.remaining() < reserve):
@@ -89,8 +98,16 @@ def _release_one(
         refusal = LeaseConflict("pending: its acquire is still running; release it once it is active")
         outcome.not_released.append((lease, refusal))
         return
+    if lease.status is LeaseStatus.RELEASING:
+        # Another release holds its claim (a DELETE, the sweep), or held it and could not remove the worker:
+        # only the claim's holder, or the sweep once the claim is stale, may remove it — never two at once.
+        outcome.not_released.append((lease, ProviderFailed(_BEING_RELEASED, details={"lease_id": lease.lease_id})))
+        return
     try:
         outcome.released.append(release(lease.lease_id, owner, store, providers, clock, deadline))
+    except ProviderFailed as error:
+        # Claimed, but the worker stays: the lease is `releasing` now, as a listing would show it.
+        outcome.not_released.append((lease.replace(status=LeaseStatus.RELEASING), error))
     except SchedulerError as error:
         outcome.not_released.append((lease, error))
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple, TypeVar
 
-from scheduler.lifecycle import Guard, LeaseStatus, Transition, WorkerState, Write
+from scheduler.lifecycle import (
+    LISTED_UNTIL_ENDED,
+    LISTED_UNTIL_EXPIRY,
+    Guard,
+    LeaseStatus,
+    Transition,
+    WorkerState,
+    Write,
+)
 from scheduler.store.items import number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
@@ -90,12 +98,18 @@ class _Builder:
     def status(self, status: LeaseStatus) -> str:
         return self.value(f"status_{status.value}", string_attr(status.value))
 
+    def status_in(self, statuses: Iterable[LeaseStatus]) -> str:
+        chosen = sorted(statuses, key=list(LeaseStatus).index)
+        if len(chosen) == 1:
+            return f"{self.name('status')} = {self.status(chosen[0])}"
+        return f"{self.name('status')} IN ({', '.join(self.status(s) for s in chosen)})"
 
-def status_in(statuses: Iterable[LeaseStatus]) -> Rendered:
-    """A filter on the lease's status (e.g. what a listing shows)."""
+
+def listed(now: int) -> Rendered:
+    """The filter of what a listing shows (`lifecycle.LISTED_UNTIL_EXPIRY`, `LISTED_UNTIL_ENDED`) at `now`."""
     builder = _Builder()
-    chosen = sorted(statuses, key=list(LeaseStatus).index)
-    text = f"{builder.name('status')} IN ({', '.join(builder.status(s) for s in chosen)})"
+    unexpired = f"expires_epoch > {builder.value('now', number_attr(now))}"
+    text = f"(({builder.status_in(LISTED_UNTIL_EXPIRY)} AND {unexpired}) OR {builder.status_in(LISTED_UNTIL_ENDED)})"
     return Rendered(text, "", builder.names, builder.values)
 
 

@@ -1,7 +1,7 @@
 """Reading leases: one by id, a page of live ones (with this service's paging tokens), the sweep index.
 
 `live_shard` + `due_at` exist only while a lease is live and form the sparse GSI `live-by-due`,
-which the sweep queries for `due_at <= now` and the list queries for `due_at > now`.
+which the sweep queries for `due_at <= now` and the list reads shard by shard (filtered).
 `starting_shard` + `created_epoch` form `starting-by-created`, as sparse: only while the lease's worker
 is starting (removed when it is ready and when the lease ends), for the sweep's readiness pass.
 """
@@ -18,11 +18,10 @@ from typing import Any
 
 from scheduler import lifecycle
 from scheduler.errors import InvalidRequest, LeaseNotFound
-from scheduler.lifecycle import LISTED
 from scheduler.models import Lease, ListFilter, is_lease_id
-from scheduler.store import counters
+from scheduler.store import conditions, counters
 from scheduler.store.client import TableClient
-from scheduler.store.conditions import Inputs, condition, status_in
+from scheduler.store.conditions import Inputs, condition
 from scheduler.store.items import Item, epoch, lease_from_item, number_attr, string_attr
 
 LIVE_INDEX = "live-by-due"
@@ -57,24 +56,20 @@ class LeaseReads(TableClient):
         return counters.held_by(response.get("Item", {}))
 
     def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
-        """One page of live leases (one Query); `next_token` continues it.
+        """One page of listed leases (one Query); `next_token` continues it.
 
+        Pending and active leases until their expiry, releasing ones until they end (`lifecycle.LISTED_*`).
         As DynamoDB pages, a page may be short or even empty while `next_token` is set (the filter
         runs after `Limit` items were read); only a None token means the listing is done.
         """
         shard, start_key = self._decode_token(query.next_token)
-        listed = status_in(LISTED)
+        listed = conditions.listed(epoch(now))
         names = dict(listed.names)
-        values: dict[str, Any] = {":shard": string_attr(str(shard)), ":now": number_attr(epoch(now)), **listed.values}
-        # Expiry is filtered on `expires_epoch` (due_at of pending and active leases), not in the key
-        # condition: a continuation's start key must satisfy the key condition (DynamoDB refuses it
-        # otherwise), and its `due_at` may have passed since the page before — so a continuation reads
-        # from its start key on (`due_at >= start`) and drops what has expired meanwhile.
-        key_condition = "live_shard = :shard AND due_at > :now"
-        if start_key:
-            key_condition = "live_shard = :shard AND due_at >= :start"
-            values[":start"] = start_key["due_at"]
-        filters = [listed.condition, "expires_epoch > :now"]
+        values: dict[str, Any] = {":shard": string_attr(str(shard)), **listed.values}
+        # The whole shard, not only `due_at > now`: a releasing lease whose claim went stale (its
+        # worker could not be removed yet) is due, and still listed. What is due besides is the
+        # sweep's backlog (expired leases it has not claimed yet), which the filter leaves out.
+        filters = [listed.condition]
         for name in ("owner_id", "kind", "provider"):
             value = getattr(query, name)
             if value is not None:
@@ -84,7 +79,7 @@ class LeaseReads(TableClient):
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": LIVE_INDEX,
-            "KeyConditionExpression": key_condition,
+            "KeyConditionExpression": "live_shard = :shard",
             "FilterExpression": " AND ".join(filters),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
