@@ -104,7 +104,7 @@ def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None =
             cost_per_hour=settings.local_docker_cost_per_hour,
         )
         members.append((spec, member))
-    return DockerFleet(members, slots)
+    return DockerFleet(members, slots, retired=settings.docker_retired_hosts)
 
 
 def _tls_environment_from_secret(secret_arn: str, host: str | None = None) -> dict[str, str]:

@@ -66,6 +66,15 @@ def parse_hosts(raw: str) -> tuple[DockerHostSpec, ...]:
     return hosts
 
 
+def parse_retired_hosts(raw: str) -> tuple[str, ...]:
+    """DOCKER_RETIRED_HOSTS: a comma list of host names the operator took away for good (ValueError otherwise)."""
+    names = tuple(part.strip() for part in raw.split(",") if part.strip())
+    bad = [name for name in names if not _NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"must be a comma list of host names (each 1-40 of a-z, 0-9 and '-'); not {bad}")
+    return names
+
+
 def _host(entry: object, index: int) -> DockerHostSpec:
     where = f"host {index}"
     if not isinstance(entry, dict):
