@@ -302,7 +302,8 @@ class LocalDockerProvider(Provider):
     def logs(
         self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
     ) -> list[LogLine]:
-        """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed."""
+        """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed, or
+        while the engine removes it (409: it serves no logs of a container marked for removal, or dead)."""
         deadline = or_never(deadline)
         client = self._api_for_cleanup(deadline)
         reference = token or worker_name(lease_id)
@@ -310,10 +311,18 @@ class LocalDockerProvider(Provider):
             try:
                 from scheduler.providers.local_docker.logs import read_container_logs
 
-                return read_container_logs(client, reference, query)
+                return read_container_logs(client, reference, query, deadline)
             except NotFound as error:
                 raise WorkerGone(f"the container {reference} no longer exists on the Docker host") from error
-            except (APIError, requests.exceptions.RequestException) as error:
+            except APIError as error:
+                if error.status_code == 409:
+                    raise WorkerGone(
+                        f"the container {reference} is being removed: {describe_api_error(error)}"
+                    ) from error
+                raise ProviderRequestFailed(
+                    f"cannot read the logs of {reference}: {self._describe(client, error)}"
+                ) from error
+            except requests.exceptions.RequestException as error:
                 raise ProviderRequestFailed(
                     f"cannot read the logs of {reference}: {self._describe(client, error)}"
                 ) from error
