@@ -10,6 +10,7 @@ test runs on both moto and dynalite.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,14 @@ from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, WorkerKind
 from scheduler.observability.instrumented import InstrumentedProvider
-from scheduler.providers.base import Provider, ReadinessState, WorkerGone, WorkerHostNotConfigured
+from scheduler.providers.base import (
+    Provider,
+    ProviderRequestFailed,
+    ProviderUnreachable,
+    ReadinessState,
+    WorkerGone,
+    WorkerHostNotConfigured,
+)
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.providers.local_docker.fleet import DockerFleet, split_token
@@ -200,3 +208,38 @@ def test_retired_hosts_are_a_comma_list_of_host_names() -> None:
     assert settings.docker_retired_hosts == ("gpu-b", "old-1")
     with pytest.raises(ConfigurationError, match="DOCKER_RETIRED_HOSTS"):
         LocalDockerSettings.from_environ({"DOCKER_RETIRED_HOSTS": "gpu-b,Not A Host"})
+
+
+# --- DOCKER_HOSTS unset again: the single DOCKER_HOST driver meets tokens recorded by the fleet ----------------------
+
+
+def _single_host(asked: list[str]) -> Provider:
+    from scheduler.providers.local_docker.driver import LocalDockerProvider
+
+    def connect() -> Any:
+        asked.append("connect")
+        raise ProviderUnreachable("no engine in a unit test")
+
+    images = {WorkerKind.RENDERER: "r", WorkerKind.ANIM: "a"}
+    return LocalDockerProvider(connect=connect, images=images, network="none", worker_port=8080)
+
+
+def test_a_single_host_never_calls_a_fleet_hosts_worker_gone() -> None:
+    asked: list[str] = []
+    single = _single_host(asked)
+
+    with pytest.raises(WorkerHostNotConfigured):
+        single.release("lease-1", "b/c0ffee")
+    with pytest.raises(WorkerHostNotConfigured):
+        single.logs("lease-1", "b/c0ffee", LogQuery())
+    assert single.stopped_reason("lease-1", "b/c0ffee") is None
+    assert not single.vouches_for("b/c0ffee") and single.vouches_for("c0ffee")
+    assert asked == []  # its engine was never asked about another host's worker
+
+
+def test_a_single_host_takes_its_own_fleet_tokens_as_default() -> None:
+    asked: list[str] = []
+
+    with pytest.raises(ProviderRequestFailed):
+        _single_host(asked).release("lease-1", "default/c0ffee")
+    assert asked == ["connect"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scheduler.config import API_VERSION, SettingsSection, rate, setting
-from scheduler.providers.local_docker.hosts import DockerHostSpec, parse_hosts, parse_retired_hosts
+from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec, parse_hosts, parse_retired_hosts
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
@@ -44,8 +44,8 @@ class LocalDockerSettings(SettingsSection):
         """The hosts of the fleet (none: the single host of DOCKER_HOST, as before)."""
         if not self.docker_hosts:
             return ()
-        if self.docker_host and all(spec.name != "default" for spec in self.docker_hosts):
-            single = DockerHostSpec("default", self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
+        if self.docker_host and all(spec.name != DEFAULT_HOST_NAME for spec in self.docker_hosts):
+            single = DockerHostSpec(DEFAULT_HOST_NAME, self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
             return (*self.docker_hosts, single)
         return self.docker_hosts
 

@@ -25,6 +25,8 @@ from typing import NamedTuple
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 _GPU_CLASSES = ("none", "entry", "mid", "high")
 _KEYS = {"name", "host", "cert_path", "max_leases", "gpus", "region"}
+# The name DOCKER_HOST takes when it joins a fleet (and under which its fleet tokens stay its own without one).
+DEFAULT_HOST_NAME = "default"
 # A host that did not answer is passed over for this long (per execution environment).
 DOWN_SECONDS = 30.0
 
