@@ -98,6 +98,7 @@ def test_leases_on_a_host_removed_from_the_fleet_wait_releasing_until_it_is_back
     finally:
         stack.stop()
         for lease in leases:
-            for container in b_client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease['lease_id']}"}):
+            label = f"{LEASE_LABEL}={lease['lease_id']}"
+            for container in b_client.containers.list(all=True, filters={"label": label}):
                 container.remove(force=True)
         b_client.close()
