@@ -184,6 +184,7 @@ def test_dashboard_and_alarms(resources: dict[str, Any]) -> None:
         "SweepLagAlarm",
         "StreamHandlerErrorsAlarm",
         "BootFailuresAlarm",
+        "UnconfiguredHostReleaseAlarm",
     } <= set(alarms)
     assert "BootFailure" in str(dashboard["DashboardBody"]) and "TimeToReady" in str(dashboard["DashboardBody"])
     for name, alarm in alarms.items():

@@ -1,5 +1,5 @@
 """A worker's output: times to the nanosecond, the lines a query selects, the 1 MiB bound, and how each
-driver's raw answer (Docker's stamped frames, RunPod's Server-Sent Events) becomes lines."""
+driver's raw answer (RunPod's Server-Sent Events; Docker's in test_docker_logs.py) becomes lines."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from scheduler.providers.local_docker.logs import _lines
 from scheduler.providers.runpod.logs import _parse_event, format_time_seconds, pod_log_request
 from scheduler.worker_logs import LogLine, LogQuery, format_ns, parse_rfc3339_ns, render, select
 
@@ -73,17 +72,6 @@ def test_rendering_keeps_the_newest_lines_within_the_byte_bound() -> None:
 def test_rendering_marks_a_providers_own_lines_and_stamps_on_request() -> None:
     rendered = render([LogLine(T0, "pod is RUNNING", "system"), LogLine(T0 + 1, "ready")], timestamps=True)
     assert rendered.text == "2026-11-30T17:00:00Z [system] pod is RUNNING\n2026-11-30T17:00:00.000000001Z ready\n"
-
-
-def test_docker_frames_split_anywhere_become_whole_stamped_lines() -> None:
-    raw = b"2026-11-30T17:00:00.000000001Z first line\n2026-11-30T17:00:00.000000002Z sec"
-    frames = [raw[:10], raw[10:40], raw[40:], b"ond line\n"]
-    assert _lines(frames, tail=10) == [LogLine(T0 + 1, "first line"), LogLine(T0 + 2, "second line")]
-
-
-def test_docker_lines_beyond_tail_are_not_kept_while_reading() -> None:
-    frames = [f"2026-11-30T17:00:0{second}Z line {second}\n".encode() for second in range(5)]
-    assert [line.text for line in _lines(frames, tail=2)] == ["line 3", "line 4"]
 
 
 def test_a_runpod_event_becomes_a_line_with_its_source() -> None:

@@ -183,7 +183,8 @@ CLAIM_BOOT_FAILED = Transition(
 RECLAIM_TTL_DELETED = Transition(
     "reclaim_ttl_deleted", None, _R, writes=(Write.ENTER_INDEX, Write.TAKE_CLAIM), outcome=LeaseStatus.EXPIRED
 )
-FINISH = Transition("finish", frozenset({_R}), None, guards=(Guard.CLAIM,), writes=_END)
+# RECORD_REASON: a worker that counts as gone on an operator's word (its host retired) ends its lease saying so.
+FINISH = Transition("finish", frozenset({_R}), None, guards=(Guard.CLAIM,), writes=(*_END, Write.RECORD_REASON))
 
 TRANSITIONS: tuple[Transition, ...] = (
     RECORD,

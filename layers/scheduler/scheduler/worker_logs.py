@@ -47,6 +47,15 @@ class LogLine(NamedTuple):
     source: str | None = None
 
 
+class LogLines(list[LogLine]):
+    """Lines a provider read, oldest first, and whether it left part of the output out (`truncated`): older
+    lines or a long line's head past MAX_LOG_BYTES, or the newest lines when its deadline came first."""
+
+    def __init__(self, lines: Iterable[LogLine] = (), *, truncated: bool = False) -> None:
+        super().__init__(lines)
+        self.truncated = truncated
+
+
 def parse_rfc3339_ns(text: str) -> int | None:
     """An RFC 3339 date-time (§5.6: `T` or `t`, `Z`, `z` or an offset, a fraction to the nanosecond) as nanoseconds
     since the epoch, else None. Only that form: not the other ISO 8601 forms `datetime.fromisoformat` reads
@@ -88,19 +97,42 @@ class RenderedLogs(NamedTuple):
 
 
 def render(lines: Sequence[LogLine], *, timestamps: bool, max_bytes: int = MAX_LOG_BYTES) -> RenderedLogs:
-    """One line of text per log line (`<RFC 3339> <text>` with timestamps), newest kept within `max_bytes`."""
+    """One line of text per log line (`<RFC 3339> <text>` with timestamps), the newest within `max_bytes`: the
+    oldest line answered may be the end of one that does not fit whole. Truncated when anything was left out,
+    here or by the provider (`LogLines.truncated`)."""
     kept: list[str] = []
     size = 0
+    cut = isinstance(lines, LogLines) and lines.truncated
     for line in reversed(lines):
         prefix = f"{format_ns(line.at_ns)} " if timestamps else ""
         marker = "[system] " if line.source == "system" else ""
         text = f"{prefix}{marker}{line.text}\n"
-        # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \u escapes),
-        # which is never shorter than its UTF-8.
-        cost = len(json.dumps(text)) - 2
+        cost = _carried(text)
         if size + cost > max_bytes:
+            end = _end_within(f"{prefix}{marker}", line.text, max_bytes - size)
+            if end is not None:
+                kept.append(end)
+            cut = True
             break
         kept.append(text)
         size += cost
     kept.reverse()
-    return RenderedLogs("".join(kept), len(kept), truncated=len(kept) < len(lines))
+    return RenderedLogs("".join(kept), len(kept), truncated=cut or len(kept) < len(lines))
+
+
+def _carried(text: str) -> int:
+    # As Lambda carries it: the body travels JSON-escaped (non-ASCII and control characters as \u escapes),
+    # which is never shorter than its UTF-8.
+    return len(json.dumps(text)) - 2
+
+
+def _end_within(head: str, body: str, max_bytes: int) -> str | None:
+    """`head`, as much of the end of `body` as fits in `max_bytes` with it, and a newline (None: none of it)."""
+    keep = min(len(body), max_bytes)
+    while keep > 0:
+        text = f"{head}{body[len(body) - keep :]}\n"
+        excess = _carried(text) - max_bytes
+        if excess <= 0:
+            return text
+        keep -= excess  # every character carried costs at least one byte
+    return None

@@ -14,27 +14,30 @@ from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 logger = Logger(child=True)
 
 
-def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None) -> None:
-    """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not.
+def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None) -> str | None:
+    """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not. Returns why
+    it counts as gone when the provider did not see it removed (an operator retired its host), else None.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
     configured provider, found by its lease id, so every provider is asked.
     """
     with failed_request():
         if lease.provider_token is not None and lease.provider in providers.names:
-            providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
-            return
-        for provider in providers.in_order():
-            provider.release(lease.lease_id, None, deadline)
+            return providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
+        notes = [provider.release(lease.lease_id, None, deadline) for provider in providers.in_order()]
+        return "; ".join(note for note in notes if note) or None
 
 
 def release_claimed(
     claim: Claim, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline | None = None
 ) -> Lease:
-    """Remove the claimed lease's worker, then record the outcome the claim names."""
-    remove_worker(claim.lease, providers, deadline)
+    """Remove the claimed lease's worker, then record the outcome the claim names (and, when the worker
+    counts as gone on an operator's word, why, after any reason the claim recorded)."""
+    note = remove_worker(claim.lease, providers, deadline)
+    previous = claim.lease.failure_reason
+    reason = None if not note or note == previous else (f"{previous}; {note}" if previous else note)
     try:
-        return store.finish_release(claim, clock())
+        return store.finish_release(claim, clock(), reason=reason)
     except LeaseStateChanged:
         # Our claim went stale and another actor took it over; the worker is gone either way.
         logger.info("release claim was taken over", extra={"lease_id": claim.lease.lease_id})

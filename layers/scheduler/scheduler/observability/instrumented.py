@@ -25,6 +25,7 @@ from scheduler.providers.base import (
     ProvisionedWorker,
     Readiness,
     StoppedWorker,
+    WorkerHostNotConfigured,
 )
 from scheduler.worker_logs import LogLine, LogQuery
 
@@ -70,15 +71,19 @@ class InstrumentedProvider(Provider):
             self._emit("LeaseCostPerHour", MetricUnit.Count, worker.cost_per_hour, kind=kind)
         return worker
 
-    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> str | None:
         started = time.perf_counter()
         try:
             with provider_span(self._tracing, "release", self.name, {"lease_id": lease_id}):
-                self._inner.release(lease_id, token, deadline)
-        except (ProviderRequestFailed, ProviderUnreachable):
+                note = self._inner.release(lease_id, token, deadline)
+        except (ProviderRequestFailed, ProviderUnreachable) as error:
             self._emit("ReleaseFailure", MetricUnit.Count, 1)
+            if isinstance(error, WorkerHostNotConfigured):
+                # A worker nothing can remove until its host is configured again (or retired): alarmed.
+                self._emit("UnconfiguredHostRelease", MetricUnit.Count, 1, host=error.host)
             raise
         self._emit("ReleaseLatency", MetricUnit.Milliseconds, _ms_since(started))
+        return note
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         with provider_span(self._tracing, "list_managed", self.name, {}):

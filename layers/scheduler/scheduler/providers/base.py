@@ -144,6 +144,16 @@ class ProviderRequestFailed(Exception):
     """The provider refused or failed the call; retrying on another provider won't help."""
 
 
+class WorkerHostNotConfigured(ProviderRequestFailed):
+    """The worker lives on a host this provider is no longer configured with (a Docker host removed from
+    DOCKER_HOSTS): nothing can remove it, confirm it gone, or read it until the host is configured again or
+    an operator retires it. Never "gone": its lease stays as it is (a release stays `releasing`, retried)."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(message)
+        self.host = host
+
+
 class WorkerGone(Exception):
     """The provider holds no worker for the lease (removed, or never made), so nothing of it can be read."""
 
@@ -176,12 +186,15 @@ class Provider(ABC):
         """
 
     @abstractmethod
-    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> str | None:
         """Remove the lease's worker (by token; without one, every worker carrying the lease id) and return
         only once it is confirmed gone. Gone already, or never made, is fine.
 
+        Returns None, or — when the worker was not seen removed but counts as gone on someone else's word
+        (an operator retired its host) — why, which the lease records as it ends.
+
         ProviderRequestFailed (or ProviderUnreachable) when it cannot be removed or confirmed gone: the
-        caller keeps its claim and retries later.
+        caller keeps its claim and retries later (WorkerHostNotConfigured: until its host is back).
         """
 
     @abstractmethod

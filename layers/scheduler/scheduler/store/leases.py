@@ -223,15 +223,17 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
             return None
         return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item))
 
-    def finish_release(self, claim: Claim, now: datetime) -> Lease:
-        """Record the claimed release as done (giving back its slots); only the claim's holder can."""
-        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome)
+    def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
+        """Record the claimed release as done (giving back its slots); only the claim's holder can.
+        `reason`: recorded as the lease's failure_reason (None: the claim's stays)."""
+        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome, reason=reason)
         ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
         lease = claim.lease
         return ended or lease.replace(
             status=claim.outcome,
             released_at=datetime.fromtimestamp(epoch(now), UTC),
             cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
+            failure_reason=reason or lease.failure_reason,
         )
 
     # --- readiness -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scheduler.config import API_VERSION, SettingsSection, rate, setting
-from scheduler.providers.local_docker.hosts import DockerHostSpec, parse_hosts
+from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec, parse_hosts, parse_retired_hosts
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
@@ -37,13 +37,15 @@ class LocalDockerSettings(SettingsSection):
     local_docker_cost_per_hour: float = setting(0, parameter="LocalDockerCostPerHour", parse=rate)
     # A fleet: a JSON list of hosts (`hosts.py`); DOCKER_HOST, when also set, joins it as host "default".
     docker_hosts: tuple[DockerHostSpec, ...] = setting((), parameter="DockerHosts", parse=parse_hosts)
+    # Hosts taken out of the fleet for good: their workers count as gone on the operator's word (`fleet.py`).
+    docker_retired_hosts: tuple[str, ...] = setting((), parameter="DockerRetiredHosts", parse=parse_retired_hosts)
 
     def fleet(self) -> tuple[DockerHostSpec, ...]:
         """The hosts of the fleet (none: the single host of DOCKER_HOST, as before)."""
         if not self.docker_hosts:
             return ()
-        if self.docker_host and all(spec.name != "default" for spec in self.docker_hosts):
-            single = DockerHostSpec("default", self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
+        if self.docker_host and all(spec.name != DEFAULT_HOST_NAME for spec in self.docker_hosts):
+            single = DockerHostSpec(DEFAULT_HOST_NAME, self.docker_host, self.docker_cert_path, gpus=("none", "entry"))
             return (*self.docker_hosts, single)
         return self.docker_hosts
 

@@ -5,7 +5,6 @@ This module (with `docker_engine/`, how it connects) is the only code that speak
 
 from __future__ import annotations
 
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from scheduler.providers.base import (
     ReadinessState,
     StoppedWorker,
     WorkerGone,
+    WorkerHostNotConfigured,
     WorkerOutcomeUnknown,
     above_ceiling,
     worker_name,
@@ -46,7 +46,8 @@ from scheduler.providers.docker_engine.client import EngineClient, connect, forg
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME, LocalDockerSettings
-from scheduler.providers.local_docker.hosts import DockerHostSpec
+from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec
+from scheduler.providers.local_docker.states import STOPPED_STATES, is_stopped, readiness_from_state, reason_from_state
 
 if TYPE_CHECKING:  # the acquire function imports this driver at init: the fleet and log reading load when used
     from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
@@ -60,8 +61,6 @@ _GONE_POLL_SECONDS = 10.0
 _CLEANUP_MIN_SECONDS = 1.0
 _GPU_REFUSALS = ("could not select device driver", "nvidia", "gpu")
 _CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
-# Engine states of a container that no longer serves its lease.
-STOPPED_STATES = ("exited", "dead", "restarting")
 
 
 def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
@@ -104,7 +103,7 @@ def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None =
             cost_per_hour=settings.local_docker_cost_per_hour,
         )
         members.append((spec, member))
-    return DockerFleet(members, slots)
+    return DockerFleet(members, slots, retired=settings.docker_retired_hosts)
 
 
 def _tls_environment_from_secret(secret_arn: str, host: str | None = None) -> dict[str, str]:
@@ -224,8 +223,8 @@ class LocalDockerProvider(Provider):
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
         deadline = or_never(deadline)
+        reference = self._container(lease_id, token)
         client = self._api_for_cleanup(deadline)
-        reference = token or worker_name(lease_id)
         with client.within(deadline):
             try:
                 client.remove_container(reference, force=True)
@@ -251,7 +250,7 @@ class LocalDockerProvider(Provider):
                     lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
                     token=container["Id"],
                     created_at=datetime.fromtimestamp(int(container["Created"]), UTC),
-                    stopped_reason=self._reason_for(client, container) if _is_stopped(container) else None,
+                    stopped_reason=self._reason_for(client, container) if is_stopped(container) else None,
                 )
                 for container in containers
             ]
@@ -274,8 +273,13 @@ class LocalDockerProvider(Provider):
             ]
 
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
-        """One inspect: why the container no longer serves (stopped or gone), or None while it runs."""
+        """One inspect: why the container no longer serves (stopped or gone), or None while it runs (or while it
+        cannot tell: a worker on a Docker host that is not configured)."""
         deadline = or_never(deadline)
+        try:
+            token = self._container(lease_id, token)
+        except WorkerHostNotConfigured:
+            return None
         client = self._api_for_cleanup(deadline)
         with client.within(deadline):
             try:
@@ -289,6 +293,7 @@ class LocalDockerProvider(Provider):
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One inspect: ready when running (and healthy, if the image has a HEALTHCHECK); failed if stopped or gone."""
         deadline = or_never(deadline)
+        token = self._container(lease_id, token)
         client = self._api_for_cleanup(deadline)
         with client.within(deadline):
             try:
@@ -302,23 +307,54 @@ class LocalDockerProvider(Provider):
     def logs(
         self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
     ) -> list[LogLine]:
-        """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed."""
+        """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed, or
+        while the engine removes it (409: it serves no logs of a container marked for removal, or dead)."""
         deadline = or_never(deadline)
+        reference = self._container(lease_id, token)
         client = self._api_for_cleanup(deadline)
-        reference = token or worker_name(lease_id)
         with client.within(deadline):
             try:
                 from scheduler.providers.local_docker.logs import read_container_logs
 
-                return read_container_logs(client, reference, query)
+                return read_container_logs(client, reference, query, deadline)
             except NotFound as error:
                 raise WorkerGone(f"the container {reference} no longer exists on the Docker host") from error
-            except (APIError, requests.exceptions.RequestException) as error:
+            except APIError as error:
+                if error.status_code == 409:
+                    raise WorkerGone(
+                        f"the container {reference} is being removed: {describe_api_error(error)}"
+                    ) from error
+                raise ProviderRequestFailed(
+                    f"cannot read the logs of {reference}: {self._describe(client, error)}"
+                ) from error
+            except requests.exceptions.RequestException as error:
                 raise ProviderRequestFailed(
                     f"cannot read the logs of {reference}: {self._describe(client, error)}"
                 ) from error
 
+    def vouches_for(self, token: str | None) -> bool:
+        """Not for a fleet token (`<host>/<id>`, recorded while DOCKER_HOSTS was set): the listing's bare ids
+        never match it, so its absence from them says nothing."""
+        return "/" not in (token or "")
+
     # --- internals -------------------------------------------------------------------------------
+
+    def _container(self, lease_id: str, token: str | None) -> str:
+        """The container a token names here (no token: the lease's by name). A fleet token, recorded while
+        DOCKER_HOSTS was set, is this host's under the name DOCKER_HOST had in the fleet; a worker on any other
+        host is not this host's to remove, read or call gone (WorkerHostNotConfigured)."""
+        if token is None:
+            return worker_name(lease_id)
+        host, separator, container = token.partition("/")
+        if not separator:
+            return token
+        if host == DEFAULT_HOST_NAME:
+            return container
+        raise WorkerHostNotConfigured(
+            host,
+            f"Docker host {host} is not configured (DOCKER_HOSTS is not set); its worker {token} cannot be reached"
+            " until the fleet names it again, or names it in DOCKER_RETIRED_HOSTS once it is gone",
+        )
 
     def _ready_at_start(self, client: EngineClient, container_id: str) -> bool:
         """Right after start: ready unless the image's HEALTHCHECK has not passed yet (or the inspect failed:
@@ -449,57 +485,3 @@ class LocalDockerProvider(Provider):
         if is_version_refusal(error) and client.version_settled and not client.version_pinned:
             forget_negotiated(client.host)
             client.version_settled = False
-
-
-def _is_stopped(container: Mapping[str, Any]) -> bool:
-    return str(container.get("State", "")).lower() in STOPPED_STATES
-
-
-def reason_from_state(state: Mapping[str, Any]) -> str | None:
-    """Why a container in this inspect `State` no longer serves its lease; None while it runs (or starts)."""
-    status = str(state.get("Status", "")).lower()
-    code = state.get("ExitCode")
-    if status == "exited":
-        return f"the worker container exited with code {code}{_how_it_ended(state)} at {_time(state.get('FinishedAt'))}"
-    if status == "dead":
-        error = state.get("Error")
-        return "the worker container is dead (the engine could not stop or remove it)" + (f": {error}" if error else "")
-    if status == "restarting" or state.get("Restarting"):
-        return f"the worker container is stuck restarting (last exit code {code}{_how_it_ended(state)})"
-    return None
-
-
-def readiness_from_state(state: Mapping[str, Any]) -> Readiness:
-    """A booting container from its inspect `State`: running (and healthy when it has a healthcheck) is ready."""
-    stopped = reason_from_state(state)
-    if stopped is not None:
-        return Readiness.failed(stopped)
-    status = str(state.get("Status", "")).lower()
-    if status != "running":
-        return Readiness.starting(f"container {status or 'not running yet'}")
-    health = state.get("Health")
-    if not isinstance(health, Mapping):
-        return Readiness.ready()
-    health_status = str(health.get("Status", "")).lower()
-    if health_status == "healthy":
-        return Readiness.ready()
-    log = health.get("Log") or []
-    last = log[-1].get("Output", "").strip()[:200] if log and isinstance(log[-1], Mapping) else ""
-    return Readiness.starting(f"healthcheck {health_status or 'pending'}" + (f": {last}" if last else ""))
-
-
-def _how_it_ended(state: Mapping[str, Any]) -> str:
-    if state.get("OOMKilled"):
-        return ", killed by the kernel's OOM killer"
-    code = state.get("ExitCode")
-    if isinstance(code, int) and 128 < code < 128 + 65:
-        try:
-            return f", {signal.Signals(code - 128).name}"
-        except ValueError:
-            return f", signal {code - 128}"
-    return ""
-
-
-def _time(value: object) -> str:
-    text = str(value or "")
-    return text[:19] + "Z" if len(text) >= 19 and not text.startswith("0001") else "an unknown time"

@@ -6,6 +6,12 @@ in tests). A worker's token is `<host name>/<container id>`, so the lease record
 later call (release, stopped_reason, the reconciler) goes to that host. A bare token (a lease made
 before the fleet) is looked for on every host.
 
+A token naming a host no longer in DOCKER_HOSTS is never looked for elsewhere: only its own host can
+confirm its worker gone. Until the host is configured again its release fails (WorkerHostNotConfigured,
+so the lease stays `releasing` and the sweep retries), the reconciler judges none of its leases, and
+nothing calls its worker gone. A host the operator names in DOCKER_RETIRED_HOSTS is gone on the
+operator's word: its workers count as removed, and their leases end saying so.
+
 Placement: the hosts that serve the request (its GPU class, its region if it names one) and are not
 remembered as down, most free slots first (cap minus the live count; an uncapped host counts as
 unlimited, fewest live leases first), then the ones remembered as down. Each host gets at most
@@ -15,7 +21,7 @@ remembered as down (`DOWN_SECONDS`) and skipped until then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from aws_lambda_powertools import Logger
@@ -32,6 +38,7 @@ from scheduler.providers.base import (
     Readiness,
     StoppedWorker,
     WorkerGone,
+    WorkerHostNotConfigured,
     WorkerOutcomeUnknown,
 )
 from scheduler.providers.local_docker import NAME
@@ -79,9 +86,11 @@ class DockerFleet(Provider):
         slots: HostSlots | None = None,
         down: DownHosts | None = None,
         attempt_seconds: float = HOST_ATTEMPT_SECONDS,
+        retired: Iterable[str] = (),
     ) -> None:
         self.specs = [spec for spec, _ in hosts]
         self._members: dict[str, Provider] = {spec.name: member for spec, member in hosts}
+        self.retired = frozenset(retired) - set(self._members)  # DOCKER_RETIRED_HOSTS
         self._slots = slots
         self.down = down or DownHosts()
         self._attempt_seconds = attempt_seconds
@@ -146,12 +155,16 @@ class DockerFleet(Provider):
             raise ProviderRequestFailed(f"no Docker host made the worker ({summary})") from refused
         raise ProviderCapacityError(f"no Docker host can take the lease now ({summary})")
 
-    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> str | None:
         host, bare = split_token(token) if token else (None, None)
-        if host is not None and host in self._members:
+        if host is not None:
+            if host in self.retired:
+                logger.warning("worker on a retired Docker host counted as gone", extra={"host": host, "token": token})
+                return retired_reason(host)
             # Bounded per host: a hung host must not hold a sweep thread for the whole run.
-            self._members[host].release(lease_id, bare, self._host_deadline(deadline))
-            return
+            return self._member_holding(host, str(token), "removed").release(
+                lease_id, bare, self._host_deadline(deadline)
+            )
         failures = []
         for spec in self.specs:  # no token, or one from before the fleet: look on every host
             try:
@@ -160,6 +173,7 @@ class DockerFleet(Provider):
                 failures.append(f"{spec.name}: {error}")
         if failures:
             raise ProviderRequestFailed("; ".join(failures))
+        return None
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         workers: list[ManagedWorker] = []
@@ -186,9 +200,12 @@ class DockerFleet(Provider):
         return workers
 
     def vouches_for(self, token: str | None) -> bool:
-        """Whether the last listing covered the host this token's worker lives on."""
+        """Whether the last listing covered the host this token's worker lives on (never a host that is not
+        configured: it was not listed at all, so a worker missing from the listing says nothing)."""
         host, _ = split_token(token or "")
-        return host not in self.unlisted if host is not None else not self.unlisted
+        if host is None:
+            return not self.unlisted
+        return host in self._members and host not in self.unlisted
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         stopped: list[StoppedWorker] = []
@@ -208,8 +225,12 @@ class DockerFleet(Provider):
 
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
         host, bare = split_token(token)
-        if host is None or host not in self._members:
+        if host is None:
             raise ProviderRequestFailed(f"the worker {token} names no host of the fleet")
+        if host in self.retired:
+            return retired_reason(host)
+        if host not in self._members:
+            return None  # cannot tell (and asking costs nothing, so no host is left alone for it)
         return self._members[host].stopped_reason(lease_id, bare, deadline)
 
     def price_bound(self, request: LeaseRequest, deadline: Deadline | None = None) -> float | None:
@@ -218,19 +239,23 @@ class DockerFleet(Provider):
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         host, bare = split_token(token)
-        if host is None or host not in self._members:
+        if host is None:
             raise ProviderRequestFailed(f"the worker {token} names no host of the fleet")
-        return self._members[host].readiness(lease_id, bare, self._host_deadline(deadline))
+        if host in self.retired:
+            return Readiness.failed(retired_reason(host))
+        return self._member_holding(host, token, "asked").readiness(lease_id, bare, self._host_deadline(deadline))
 
     def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
         """Host by host: a host that cannot be asked (or is remembered down) leaves its workers unanswered,
         so the sweep still judges every other host's booting workers."""
         by_host: dict[str, dict[str, str]] = {}
+        answered: dict[str, Readiness] = {}
         for token, lease_id in workers.items():
             host, bare = split_token(token)
             if host is not None and host in self._members:
                 by_host.setdefault(host, {})[bare] = lease_id
-        answered: dict[str, Readiness] = {}
+            elif host is not None and host in self.retired:
+                answered[token] = Readiness.failed(retired_reason(host))
         for host, bare_workers in by_host.items():
             if self.down.is_down(host):
                 continue
@@ -248,8 +273,12 @@ class DockerFleet(Provider):
         self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
     ) -> list[LogLine]:
         host, bare = split_token(token) if token else (None, None)
-        if host is not None and host in self._members:
-            return self._members[host].logs(lease_id, bare, query, self._host_deadline(deadline))
+        if host is not None:
+            if host in self.retired:
+                raise WorkerGone(retired_reason(host))
+            return self._member_holding(host, str(token), "read").logs(
+                lease_id, bare, query, self._host_deadline(deadline)
+            )
         for spec in self.specs:  # no token: the worker is found by its lease's name on whichever host has it
             try:
                 return self._members[spec.name].logs(lease_id, bare, query, self._host_deadline(deadline))
@@ -275,6 +304,25 @@ class DockerFleet(Provider):
 
     def _host_deadline(self, deadline: Deadline | None) -> Deadline:
         return or_never(deadline).sooner(self._attempt_seconds * 2)
+
+    def _member_holding(self, host: str, token: str, done: str) -> Provider:
+        """The driver of the host a worker lives on; WorkerHostNotConfigured when the fleet no longer has it."""
+        member = self._members.get(host)
+        if member is None:
+            raise WorkerHostNotConfigured(
+                host,
+                f"Docker host {host} is not configured (DOCKER_HOSTS); its worker {token} cannot be {done}"
+                " until it is configured again, or named in DOCKER_RETIRED_HOSTS once it is gone",
+            )
+        return member
+
+
+def retired_reason(host: str) -> str:
+    """Why a worker on a retired host counts as gone (recorded on its lease)."""
+    return (
+        f"Docker host {host} was retired by the operator (DOCKER_RETIRED_HOSTS): its worker counts as gone,"
+        " not confirmed removed by the host"
+    )
 
 
 def _serves(spec: DockerHostSpec, gpu: str, region: str | None) -> bool:

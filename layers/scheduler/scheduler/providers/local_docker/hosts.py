@@ -26,6 +26,8 @@ from typing import NamedTuple
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _GPU_CLASSES = ("none", "entry", "mid", "high")
 _KEYS = {"name", "host", "cert_path", "max_leases", "gpus", "region"}
+# The name DOCKER_HOST takes when it joins a fleet (and under which its fleet tokens stay its own without one).
+DEFAULT_HOST_NAME = "default"
 # A host that did not answer is passed over for this long (per execution environment).
 DOWN_SECONDS = 30.0
 
@@ -65,6 +67,15 @@ def parse_hosts(raw: str) -> tuple[DockerHostSpec, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"host names must be unique: {names}")
     return hosts
+
+
+def parse_retired_hosts(raw: str) -> tuple[str, ...]:
+    """DOCKER_RETIRED_HOSTS: a comma list of host names the operator took away for good (ValueError otherwise)."""
+    names = tuple(part.strip() for part in raw.split(",") if part.strip())
+    bad = [name for name in names if not _NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"must be a comma list of host names (each 1-40 of a-z, 0-9 and '-'); not {bad}")
+    return names
 
 
 def _host(entry: object, index: int) -> DockerHostSpec:
