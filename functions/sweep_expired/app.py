@@ -63,6 +63,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
             lease_ended(emitted, lease)
             count(emitted, "GhostLease", provider=lease.provider, kind=lease.kind.value)
     metrics.add_metric(name="ReleaseRetryPending", unit=MetricUnit.Count, value=len(report.failed_releases))
+    for place in report.unconfigured:  # a worker nothing configured can remove: it may still bill
+        count(emitted, "UnconfiguredHostRelease", host=place)
     if handed_on:
         metrics.add_metric(name="SweepHandoff", unit=MetricUnit.Count, value=1)
     if hop == 0 and runtime.limits.provider_caps:  # counted providers: an exact figure every minute

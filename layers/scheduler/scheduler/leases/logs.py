@@ -37,6 +37,12 @@ def worker_logs(
     if not owner_may_act(lease.owner_id, owner):
         raise NotLeaseOwner(f"lease {lease_id} belongs to another owner (X-Lease-Owner must name it)")
     if lease.provider not in providers.names:
+        if lease.status.is_live and lease.provider_token is not None:  # its worker may still run there
+            raise ProviderFailed(
+                f"lease {lease_id}'s worker runs on {lease.provider!r}, which PROVIDERS no longer names:"
+                " its logs cannot be read until that provider is configured again",
+                details={"lease_id": lease_id},
+            )
         raise WorkerLogsGone(f"lease {lease_id} ran on {lease.provider!r}, which is no longer configured")
     try:
         lines = providers.get(lease.provider).logs(lease_id, lease.provider_token, query, deadline)

@@ -19,7 +19,7 @@ from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
-from scheduler.providers.base import ProviderRequestFailed
+from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStore
 
@@ -36,6 +36,8 @@ class SweepReport:
     ended: list[Lease] = field(default_factory=list)
     lost_claims: int = 0
     failed_releases: list[str] = field(default_factory=list)
+    # Providers PROVIDERS no longer names on which a failed release's worker lives: alarmed, since it may still bill.
+    unconfigured: list[str] = field(default_factory=list)
     lag_seconds: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     # Due leases this run did not reach (deadline), or a full batch read (there may be more behind it).
@@ -50,6 +52,7 @@ class _Outcome(NamedTuple):
     unreached: bool = False
     failed: bool = False
     error: str | None = None
+    unconfigured: str | None = None
 
 
 def sweep(
@@ -105,7 +108,9 @@ def _sweep_one(
     except ProviderRequestFailed as error:
         # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
         logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
-        return _Outcome(due.lease_id, failed=True)
+        # (a driver reports its own unconfigured hosts; a provider no longer configured has no driver to)
+        unconfigured = error.host if isinstance(error, ProviderNotConfigured) else None
+        return _Outcome(due.lease_id, failed=True, unconfigured=unconfigured)
     except Exception as error:  # one lease's failure must not stop the batch
         # Still due (unclaimed, or claimed with a due time): the next sweep takes it up again.
         logger.exception("sweeping a lease failed; will retry", extra={"lease_id": due.lease_id})
@@ -129,5 +134,7 @@ def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
         report.lag_seconds.append(max(0.0, (released_at - ended.expires_at).total_seconds()))
     if outcome.failed:
         report.failed_releases.append(outcome.lease_id)
+    if outcome.unconfigured is not None:
+        report.unconfigured.append(outcome.unconfigured)
     if outcome.error:
         report.errors.append(outcome.error)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aws_lambda_powertools import Logger
 
 from scheduler.clock import Clock
+from scheduler.config import cap_variable
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
-from scheduler.providers.base import failed_request
+from scheduler.providers.base import ProviderNotConfigured, failed_request
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 
@@ -19,10 +20,19 @@ def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadli
     it counts as gone when the provider did not see it removed (an operator retired its host), else None.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
-    configured provider, found by its lease id, so every provider is asked.
+    configured provider, found by its lease id, so every provider is asked. A lease whose worker is on a
+    provider PROVIDERS no longer names cannot be confirmed gone by any other provider, so
+    its claim stays and the sweep retries (ProviderNotConfigured) until the provider is configured again.
     """
     with failed_request():
-        if lease.provider_token is not None and lease.provider in providers.names:
+        if lease.provider_token is not None:
+            if lease.provider not in providers.names:
+                raise ProviderNotConfigured(
+                    lease.provider,
+                    f"the worker of lease {lease.lease_id} runs on provider {lease.provider!r}, which PROVIDERS no"
+                    " longer names: it cannot be removed or confirmed gone until that provider is configured again"
+                    f" (with {cap_variable(lease.provider)}=0 it takes no new lease)",
+                )
             return providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
         notes = [provider.release(lease.lease_id, None, deadline) for provider in providers.in_order()]
         return "; ".join(note for note in notes if note) or None

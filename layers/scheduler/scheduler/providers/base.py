@@ -154,6 +154,11 @@ class WorkerHostNotConfigured(ProviderRequestFailed):
         self.host = host
 
 
+class ProviderNotConfigured(WorkerHostNotConfigured):
+    """The worker runs on a provider PROVIDERS no longer names: no configured driver can remove it or confirm it
+    gone, so its lease stays as it is (a release stays `releasing`, retried) until the provider is configured again."""
+
+
 class WorkerGone(Exception):
     """The provider holds no worker for the lease (removed, or never made), so nothing of it can be read."""
 
