@@ -83,6 +83,15 @@ def test_nothing_within_the_ceiling_is_no_capacity_naming_the_ceiling_and_the_ch
     assert (dear.workers, dearer.workers) == ({}, {})
 
 
+def test_the_ceiling_and_the_cheapest_price_print_in_plain_decimal(store: LeaseStore) -> None:
+    outcome = acquire_lease(
+        request(max_cost_per_hour=0.000001), store, registry_of(priced("dear", 0.000002)), LeaseLimits()
+    )
+
+    assert isinstance(outcome, NotAcquired)
+    assert "within max_cost_per_hour 0.000001 (cheapest seen: 0.000002 USD/h)" in outcome.error.message
+
+
 @pytest.mark.parametrize("ceiling", [0, -1, "1.5", True, float("nan"), 10_001, 5e-324])
 def test_a_ceiling_must_be_a_positive_number(ceiling: object) -> None:
     with pytest.raises(InvalidRequest, match="max_cost_per_hour"):
