@@ -95,7 +95,7 @@ LIMITS = LeaseLimits(budgets=OwnerBudgets(per_hour=5.0))  # 4 pods at 1.035 USD/
 def test_ten_concurrent_acquires_of_pods_dearer_than_the_catalog_grant_all_that_fit(
     budget_store: LeaseStore, runpod: FakeRunPod
 ) -> None:
-    runpod.configure(slow_creates_seconds=1.0)  # as the issue saw it: every pod made before any shows its price
+    runpod.configure(slow_creates_seconds=2.0)  # as the issue saw it: every pod made before any shows its price
 
     outcomes = _concurrent_acquires(budget_store, runpod, 10, LIMITS)
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # only the acquire path builds one
 logger = Logger(child=True)
 
 ENDED_MEANWHILE = "the lease ended before its worker was ready; try again"
+_SHARED = f"{SHARED_OWNER!r} (leases without owner_id share it)"
 
 
 def is_budget_entry(entry: str) -> bool:
@@ -343,9 +344,6 @@ def _unknown_region(request: LeaseRequest, candidates: list[Provider]) -> Invali
         f"unknown region {request.region!r}; known regions: {', '.join(names)}",
         details={"problems": [{"field": "region", "problem": f"must be one of {', '.join(names)}"}]},
     )
-
-
-_SHARED = f"{SHARED_OWNER!r} (leases without owner_id share it)"
 
 
 def _at_cap(limit: Limit) -> str:
