@@ -59,6 +59,13 @@ def local_only_variables() -> dict[str, str]:
     return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
+def local_sweep_interval() -> dict[str, str]:
+    """The local sweep's period, which the functions read too (the daily budget reserves it past each
+    lease's expiry): the template gives them AWS's schedule, `make run` its own when set."""
+    variable, _ = SCHEDULE_INTERVALS["SweepExpiredFunction"]
+    return {variable: os.environ[variable].strip()} if os.environ.get(variable, "").strip() else {}
+
+
 def _progress(message: str) -> None:
     print(f"[devstack] {message}", file=sys.stderr, flush=True)
 
@@ -259,6 +266,7 @@ class LocalStack:
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
             **local_only_variables(),
             **{name: os.environ[name] for name in LOCAL_DEBUG_VARIABLES if os.environ.get(name)},
+            **local_sweep_interval(),
             "INTERNAL_SECRET": secret,
         }
         tables = {table_id: table_names[variable] for table_id, variable in self.template.table_variables.items()}

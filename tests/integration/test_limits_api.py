@@ -103,7 +103,10 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_make_exactly_ten_w
     before = _managed(docker_client)
 
     with ThreadPoolExecutor(max_workers=40) as pool:
-        responses = list(pool.map(lambda _: limited.acquire(kind="anim", ttl_seconds=600), range(200)))
+        # One owner each: leases without owner_id would share the owner `-` and its quota of 2.
+        responses = list(
+            pool.map(lambda i: limited.acquire(kind="anim", ttl_seconds=600, owner_id=f"c{i}"), range(200))
+        )
 
     statuses = [response.status_code for response in responses]
     assert statuses.count(201) == 10
@@ -115,12 +118,12 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_make_exactly_ten_w
 
 def test_release_gives_the_capped_slot_back(limited: RunningStack) -> None:
     _release_all(limited)
-    leases = [limited.acquire().json()["lease"] for _ in range(10)]
-    assert limited.acquire().status_code == 503
+    leases = [limited.acquire(owner_id=f"slot-{i}").json()["lease"] for i in range(10)]
+    assert limited.acquire(owner_id="slot-10").status_code == 503
 
-    limited.request("DELETE", f"/v1/lease/{leases[0]['lease_id']}")
+    limited.request("DELETE", f"/v1/lease/{leases[0]['lease_id']}", owner="slot-0")
 
-    assert limited.acquire().status_code == 201
+    assert limited.acquire(owner_id="slot-10").status_code == 201
     _release_all(limited)
 
 

@@ -83,6 +83,15 @@ def test_nothing_within_the_ceiling_is_no_capacity_naming_the_ceiling_and_the_ch
     assert (dear.workers, dearer.workers) == ({}, {})
 
 
+def test_the_ceiling_and_the_cheapest_price_print_in_plain_decimal(store: LeaseStore) -> None:
+    outcome = acquire_lease(
+        request(max_cost_per_hour=0.000001), store, registry_of(priced("dear", 0.000002)), LeaseLimits()
+    )
+
+    assert isinstance(outcome, NotAcquired)
+    assert "within max_cost_per_hour 0.000001 (cheapest seen: 0.000002 USD/h)" in outcome.error.message
+
+
 @pytest.mark.parametrize("ceiling", [0, -1, "1.5", True, float("nan"), 10_001, 5e-324])
 def test_a_ceiling_must_be_a_positive_number(ceiling: object) -> None:
     with pytest.raises(InvalidRequest, match="max_cost_per_hour"):
@@ -175,11 +184,31 @@ def test_a_worker_dearer_than_reserved_is_reweighed_or_refused_at_activation(bud
     registry = registry_of(provider)
     acquire(budget_store, registry, budgets(per_hour=2.0))
 
-    outcome = acquire_lease(request(), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
+    # Another kind: no worker of it was seen yet, so nothing is reserved before it exists.
+    outcome = acquire_lease(request(kind="anim"), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert len(provider.workers) == 1  # the second worker was removed at once
     assert budget_store.counter_values()["cost#anim"] == 1_500_000
+
+
+@NEEDS_TRANSACTIONS
+def test_a_worker_seen_dearer_than_its_estimate_is_reserved_at_that_price_before_the_next_is_made(
+    budget_store: LeaseStore,
+) -> None:
+    class Underestimating(MemoryProvider):
+        def price_bound(self, request: LeaseRequest, deadline: object = None) -> float | None:
+            return 1.0
+
+    provider = Underestimating(cost_per_hour=1.5)
+    registry = registry_of(provider)
+    acquire(budget_store, registry, budgets(per_hour=2.0))
+
+    outcome = acquire_lease(request(), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
+
+    assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
+    assert outcome.error.details is not None and outcome.error.details["requested"] == 1.5
+    assert len(provider.provisioned) == 1  # refused before a second worker was made
 
 
 @NEEDS_TRANSACTIONS

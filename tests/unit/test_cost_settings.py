@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from devstack.stack import local_sweep_interval
+from devstack.template import load_yaml
 from scheduler.budgets import OwnerBudgets, returns
 from scheduler.config import Settings
-from scheduler.costs import micros, spend_micros
+from scheduler.costs import micros, money, spend_micros
 from scheduler.errors import ConfigurationError
 from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.providers.runpod import RunPodSettings
 from scheduler.providers.runpod.catalog import CatalogCache, Prices, parse_prices
+from scheduler.store.counters import Limit
 
 
 @pytest.mark.parametrize(
@@ -21,6 +24,10 @@ from scheduler.providers.runpod.catalog import CatalogCache, Prices, parse_price
         ({"MAX_COST_PER_HOUR_PER_OWNER": "0"}, "MAX_COST_PER_HOUR_PER_OWNER"),
         ({"MAX_SPEND_PER_OWNER_PER_DAY": "lots"}, "MAX_SPEND_PER_OWNER_PER_DAY"),
         ({"MAX_SPEND_PER_OWNER_PER_DAY": "inf"}, "MAX_SPEND_PER_OWNER_PER_DAY"),
+        ({"MAX_COST_PER_HOUR_PER_OWNER": "0.0000001"}, "MAX_COST_PER_HOUR_PER_OWNER"),  # below a micro-dollar
+        ({"MAX_SPEND_PER_OWNER_PER_DAY": "1.0000005"}, "MAX_SPEND_PER_OWNER_PER_DAY"),  # not whole micro-dollars
+        ({"SWEEP_INTERVAL_SECONDS": "0"}, "SWEEP_INTERVAL_SECONDS"),
+        ({"RELEASE_ALLOWANCE_SECONDS": "-1"}, "RELEASE_ALLOWANCE_SECONDS"),
         ({"LOCAL_DOCKER_COST_PER_HOUR": "-0.5"}, "LOCAL_DOCKER_COST_PER_HOUR"),
         ({"PROVIDERS": "runpod", "RUNPOD_GPU_ORDER": "random"}, "RUNPOD_GPU_ORDER"),
         ({"PROVIDERS": "runpod", "RUNPOD_REGIONS": "eu"}, "RUNPOD_REGIONS"),
@@ -97,9 +104,51 @@ def test_budgets_count_whole_micro_dollars_rounded_up() -> None:
         ("cost#anim@690000", 5_000_000),
         ("spend#2026-11-30#anim@690000", 20_000_000),
     ]
-    assert OwnerBudgets(per_hour=5.0).limits(None, 0.69, 3600, 0) == []
+    (shared,) = OwnerBudgets(per_hour=5.0).limits(None, 0.69, 3600, 0)
+    assert shared.held == "cost#-@690000"  # a lease without owner_id counts against the shared owner
 
 
 def test_a_days_spend_counter_goes_a_few_days_after_its_day() -> None:
     (spend,) = OwnerBudgets(per_day=20.0).limits("anim", 0.69, 3600, 1796011200)  # 2026-11-30T04:00:00Z
     assert spend.expires == 1796342400  # 2026-12-04T00:00:00Z
+
+
+def test_a_budget_of_whole_micro_dollars_is_taken_as_written() -> None:
+    settings = Settings.from_environ({"MAX_COST_PER_HOUR_PER_OWNER": "0.000001", "MAX_SPEND_PER_OWNER_PER_DAY": "1e-6"})
+    assert (settings.max_cost_per_hour_per_owner, settings.max_spend_per_owner_per_day) == (0.000001, 0.000001)
+
+
+def test_the_functions_know_the_deployed_sweeps_period() -> None:
+    template = load_yaml()
+    (schedule,) = template["Resources"]["SweepExpiredFunction"]["Properties"]["Events"].values()
+    interval = template["Globals"]["Function"]["Environment"]["Variables"]["SWEEP_INTERVAL_SECONDS"]
+
+    assert schedule["Properties"]["Schedule"] == "rate(1 minute)" and interval == "60"
+
+
+def test_make_run_gives_the_functions_its_own_sweep_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEEP_INTERVAL_SECONDS", "1")
+    assert local_sweep_interval() == {"SWEEP_INTERVAL_SECONDS": "1"}
+    monkeypatch.delenv("SWEEP_INTERVAL_SECONDS")
+    assert local_sweep_interval() == {}  # the template's 60, which is make run's default too
+
+
+def test_money_prints_in_plain_decimal() -> None:
+    assert [money(amount) for amount in (0.000001, 0.69, 5.0, 100.0, 1.035)] == [
+        "0.000001",
+        "0.69",
+        "5",
+        "100",
+        "1.035",
+    ]
+
+
+def test_a_budget_refusal_prints_small_amounts_in_plain_decimal() -> None:
+    budgets = OwnerBudgets(per_hour=0.000002)
+
+    refusal = budgets.refusal(Limit("cost#anim", micros(0.000002), 2, weighed=True), in_use_micros=1)
+
+    assert refusal.message == (
+        "the owner's cost per hour of live leases would pass its limit of 0.000002 USD"
+        " (MAX_COST_PER_HOUR_PER_OWNER): 0.000001 USD in use, 0.000002 USD requested"
+    )

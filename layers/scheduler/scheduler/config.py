@@ -18,9 +18,11 @@ and every function reads its settings at init; the checks here are the few that 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
@@ -212,6 +214,32 @@ def dollars(raw: str) -> float:
     return value
 
 
+def budget(raw: str) -> float:
+    """A budget in US dollars: above 0 and a whole number of micro-dollars, which is what the budget
+    counters count, so that the limit enforced is the one written (never silently rounded)."""
+    value = dollars(raw)
+    try:
+        whole = (Decimal(raw) * 1_000_000) % 1 == 0
+    except InvalidOperation:
+        whole = False
+    if not whole:
+        raise ValueError(
+            "must be a whole number of micro-dollars: at least 0.000001 USD, with at most 6 decimal places"
+        )
+    return value
+
+
+def interval(raw: str) -> float:
+    """A period in seconds above 0, such as 60 or 0.5."""
+    try:
+        value = float(raw)
+    except ValueError as error:
+        raise ValueError("must be a number of seconds, such as 60") from error
+    if not value > 0 or not math.isfinite(value):
+        raise ValueError("must be a number of seconds above 0, such as 60")
+    return value
+
+
 def rate(raw: str) -> float:
     """A price per hour in US dollars, 0 or more."""
     if raw in ("0", "0.0"):
@@ -265,8 +293,14 @@ class Settings(SettingsSection):
     sweep_batch_size: int = setting(1000, parameter="SweepBatchSize", low=1, high=10000)
     max_leases_per_owner: int | None = setting(None, parameter="MaxLeasesPerOwner", low=0)
     # Owner budgets in USD (unset: unlimited), taken in the lease's own transaction (`scheduler/budgets.py`).
-    max_cost_per_hour_per_owner: float | None = setting(None, parameter="MaxCostPerHourPerOwner", parse=dollars)
-    max_spend_per_owner_per_day: float | None = setting(None, parameter="MaxSpendPerOwnerPerDay", parse=dollars)
+    max_cost_per_hour_per_owner: float | None = setting(None, parameter="MaxCostPerHourPerOwner", parse=budget)
+    max_spend_per_owner_per_day: float | None = setting(None, parameter="MaxSpendPerOwnerPerDay", parse=budget)
+    # How long past its expires_at a lease may still bill, which the daily budget reserves with it: up to one
+    # sweep period until the sweep claims it, plus the allowance for the sweep to reach it and release it.
+    # The sweep's period is its schedule's, rate(1 minute), in AWS (a test keeps the two equal); `make run`
+    # gives the functions its own SWEEP_INTERVAL_SECONDS.
+    sweep_interval_seconds: float = setting(60, template=True, parse=interval)
+    release_allowance_seconds: int = setting(30, parameter="ReleaseAllowanceSeconds", low=0, high=3600)
     usage_table: str = setting("openalice-scheduler-usage", template=True)
     log_level: str = setting("INFO", parameter="LogLevel", parse=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     powertools_metrics_namespace: str = setting("OpenAliceScheduler", template=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from decimal import Decimal
 
 MICROS_PER_USD = 1_000_000
 SECONDS_PER_HOUR = 3600
@@ -22,6 +23,12 @@ def micros(usd: float) -> int:
 def usd(amount_micros: int) -> float:
     """Micro-dollars as USD."""
     return round(amount_micros / MICROS_PER_USD, 6)
+
+
+def money(amount: float) -> str:
+    """An amount or a rate of USD as people write it, in plain decimal: `0.000001`, `0.69`, `5` (never
+    `1e-06`, as `:g` and `repr` print small floats)."""
+    return format(Decimal(repr(float(amount))).normalize(), "f")
 
 
 def spend_micros(rate_micros_per_hour: int, seconds: float) -> int:

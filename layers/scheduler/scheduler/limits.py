@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from scheduler.budgets import OwnerBudgets
+from scheduler.budgets import OwnerBudgets, budget_owner
 from scheduler.config import Settings
 from scheduler.store.counters import Limit
 
@@ -55,8 +55,8 @@ class LeaseLimits(NamedTuple):
         return Limit.for_provider(provider, cap)
 
     def for_owner(self, owner_id: str | None) -> Limit | None:
-        """The quota on `owner_id`; leases without an owner have none."""
-        return None if self.per_owner is None or owner_id is None else Limit.for_owner(owner_id, self.per_owner)
+        """The quota on `owner_id`; leases without an owner count against the shared owner `-`."""
+        return None if self.per_owner is None else Limit.for_owner(budget_owner(owner_id), self.per_owner)
 
 
 def _fleet_has_caps(settings: Settings) -> bool:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
 from scheduler import policy
-from scheduler.budgets import Reweighing, is_budget
+from scheduler.budgets import SHARED_OWNER, Reweighing, is_budget
 from scheduler.clock import Clock, expiry_after, utc_now
+from scheduler.costs import micros, money, usd
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import BudgetExceeded, InvalidRequest, NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
@@ -29,6 +31,7 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit
 from scheduler.store.items import InvalidNumber, epoch
+from scheduler.store.prices import price_key
 
 if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
@@ -36,6 +39,7 @@ if TYPE_CHECKING:  # only the acquire path builds one
 logger = Logger(child=True)
 
 ENDED_MEANWHILE = "the lease ended before its worker was ready; try again"
+_SHARED = f"{SHARED_OWNER!r} (leases without owner_id share it)"
 
 
 def is_budget_entry(entry: str) -> bool:
@@ -113,6 +117,7 @@ class _Slots:
         self._owner = limits.for_owner(draft.owner_id)
         self._provider: str | None = None
         self.held: tuple[str, ...] = ()
+        self.prices = _PriceEstimates(store, draft)
 
     def record_pending(
         self, candidates: list[Provider], request: LeaseRequest, deadline: Deadline
@@ -132,9 +137,10 @@ class _Slots:
             if is_budget(full):
                 return NotAcquired(self.budget_refusal(full))
             if full == self._owner:
+                owner = repr(self._draft.owner_id) if self._draft.owner_id is not None else _SHARED
                 return NotAcquired(
                     QuotaExceeded(
-                        f"owner {self._draft.owner_id!r} already holds {full.maximum} live leases,"
+                        f"owner {owner} already holds {full.maximum} live leases,"
                         f" the limit (MAX_LEASES_PER_OWNER={full.maximum})",
                         details={"limit": full.maximum},
                     )
@@ -146,10 +152,14 @@ class _Slots:
         """The owner budgets, reserving the most any candidate's worker can cost (the worker's own price
         replaces it at activation)."""
         budgets = self._limits.budgets
-        if not budgets.active or self._draft.owner_id is None:
+        if not budgets.active:
             return []
-        estimate = max((provider.price_bound(request, deadline) or 0.0 for provider in candidates), default=0.0)
-        return budgets.limits(self._draft.owner_id, estimate, self._draft.ttl_seconds, epoch(self._draft.created_at))
+        estimate = self.prices.estimate(candidates, request, deadline)
+        return budgets.limits(self._draft.owner_id, estimate, self._lifetime(), epoch(self._draft.created_at))
+
+    def _lifetime(self) -> int:
+        """Seconds from the lease's creation to its expiry, as recorded (whole seconds: it may bill all of them)."""
+        return epoch(self._draft.expires_at) - epoch(self._draft.created_at)
 
     def budget_refusal(self, limit: Limit) -> BudgetExceeded:
         """The 429 for a budget that would not take `limit`, with what it holds now."""
@@ -160,7 +170,7 @@ class _Slots:
         """The held budgets re-weighed to the worker's own price (None: no budget held)."""
         if not any(is_budget_entry(entry) for entry in self.held):
             return None
-        return self._limits.budgets.reweigh(self.held, cost_per_hour or 0.0, self._draft.ttl_seconds)
+        return self._limits.budgets.reweigh(self.held, cost_per_hour or 0.0, self._lifetime())
 
     def hold_for(self, provider: Provider) -> str | None:
         """Before trying `provider`: move the provider slot to it (failover); why not, if it is full."""
@@ -175,6 +185,51 @@ class _Slots:
             self.held = moved
         self._provider = provider.name
         return None
+
+
+class _PriceEstimates:
+    """What a candidate's worker may cost, for the owner budgets: its provider's estimate (`price_bound`),
+    or what the last worker of that sort was seen to cost when that was more (`store/prices.py`), within
+    the request's ceiling. What a worker costs is noted at its activation when its provider's estimate
+    did not cover it, so that the next acquires reserve it and no pod is made that the budget cannot keep."""
+
+    def __init__(self, store: LeaseStore, draft: Lease) -> None:
+        self._store = store
+        self._draft = draft
+        self._bounds: dict[str, float] = {}
+        self._seen: dict[str, int] = {}
+
+    def estimate(self, candidates: list[Provider], request: LeaseRequest, deadline: Deadline) -> float:
+        """The most any candidate's worker may cost per hour (USD)."""
+        self._bounds = {provider.name: provider.price_bound(request, deadline) or 0.0 for provider in candidates}
+        keys = {name: self._key(name) for name in self._bounds}
+        try:
+            seen = self._store.seen_prices(list(keys.values()), self._draft.created_at)
+        except StoreUnavailable:
+            seen = {}  # an estimate: the lease's own write says whether the store is there
+        self._seen = {name: seen[key] for name, key in keys.items() if key in seen}
+        ceiling = request.max_cost_per_hour
+        estimates = [
+            max(bound, min(usd(self._seen.get(name, 0)), ceiling if ceiling is not None else float("inf")))
+            for name, bound in self._bounds.items()
+        ]
+        return max(estimates, default=0.0)
+
+    def note(self, provider: str, cost_per_hour: float | None, now: datetime) -> None:
+        """After activation: what the worker costs, noted when its provider's estimate did not cover it (or
+        a price noted before is no longer what workers cost). Best effort: a note lost costs an estimate."""
+        if cost_per_hour is None or provider not in self._bounds:
+            return
+        price, seen = micros(cost_per_hour), self._seen.get(provider)
+        if price == seen or (seen is None and price <= micros(self._bounds[provider])):
+            return
+        try:
+            self._store.note_price(self._key(provider), price, now)
+        except Exception as error:  # noqa: BLE001 - never fail an acquire over an estimate
+            logger.warning("the worker's price could not be noted", extra={"provider": provider, "error": str(error)})
+
+    def _key(self, provider: str) -> str:
+        return price_key(provider, self._draft.kind.value, self._draft.gpu.value)
 
 
 class _Attempts:
@@ -216,8 +271,8 @@ class _Attempts:
         if self._pending.max_cost_per_hour is not None:
             details["max_cost_per_hour"] = self._pending.max_cost_per_hour
             details["cheapest_cost_per_hour"] = self._cheapest
-            seen = f"{self._cheapest:g} USD/h" if self._cheapest is not None else "no price"
-            message += f" within max_cost_per_hour {self._pending.max_cost_per_hour:g} (cheapest seen: {seen})"
+            seen = f"{money(self._cheapest)} USD/h" if self._cheapest is not None else "no price"
+            message += f" within max_cost_per_hour {money(self._pending.max_cost_per_hour)} (cheapest seen: {seen})"
         error = NoCapacity(message, details=details)
         if self._worker_may_exist:
             logger.warning("a worker may exist; the lease stays pending for the reconciler", extra=error.details)
@@ -242,9 +297,11 @@ class _Attempts:
         lease_id = self._pending.lease_id
         self._slots.held = tuple(sorted({*self._slots.held, *worker.held}))  # a fleet host's slot, if it took one
         try:
+            now = self._clock()
             activated = self._store.activate(
-                lease_id, provider.name, worker, self._clock(), self._slots.reweighing(worker.cost_per_hour)
+                lease_id, provider.name, worker, now, self._slots.reweighing(worker.cost_per_hour)
             )
+            self._slots.prices.note(provider.name, worker.cost_per_hour, now)
             if isinstance(activated, Limit):
                 return self._over_budget(provider, worker.token, activated)
             return Acquired(activated)

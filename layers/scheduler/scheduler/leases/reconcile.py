@@ -158,7 +158,7 @@ def repair_counters(store: LeaseStore, now: datetime) -> dict[str, tuple[int, in
     expected = counters.expected_counts(store.live_holds())
     repaired: dict[str, tuple[int, int]] = {}
     for counter in sorted(set(states) | set(expected)):
-        if counter.startswith(counters.SPEND_PREFIX):
+        if not counters.repairable(counter):
             continue  # a day's spend holds what ended leases cost too: the live index cannot say what it should read
         state, actual = states.get(counter, counters.CounterState()), expected.get(counter, 0)
         if state.leases == actual:

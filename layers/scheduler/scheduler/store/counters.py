@@ -10,7 +10,8 @@ took or gave back a slot between two of its passes (a value alone cannot: +1 the
 
 A limit is a counter name, a maximum and the amount one lease takes (1 slot, or for the owner budgets
 of `scheduler/budgets.py` an amount of micro-dollars): a weighed limit's held entry carries its amount
-(`cost#<owner>@690000`), so whatever ends the lease gives back exactly what it reserved.
+(`cost#<owner>@690000`), so whatever ends the lease gives back exactly what it reserved. Each budget
+counter has a firm twin (`firm#cost#<owner>`) holding only the amounts of workers kept (see budgets.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,24 @@ from scheduler.store.items import epoch, number_attr, string_attr
 WEIGHT_MARK = "@"
 COST_PREFIX = "cost#"  # an owner's summed USD/h of live leases, in micro-dollars
 SPEND_PREFIX = "spend#"  # an owner's spend on one UTC day, in micro-dollars
-WEIGHED_PREFIXES = (COST_PREFIX, SPEND_PREFIX)  # counters whose held entries carry an amount
+FIRM_PREFIX = "firm#"  # a budget counter's twin holding only known amounts: "firm#cost#<owner>"
+WEIGHED_PREFIXES = (COST_PREFIX, SPEND_PREFIX, FIRM_PREFIX)  # counters whose held entries carry an amount
+
+
+def firm(counter: str) -> str:
+    """The firm twin of a budget counter."""
+    return f"{FIRM_PREFIX}{counter}"
+
+
+def budget_of(counter: str) -> str:
+    """The budget counter a counter is (itself, or the one a firm twin belongs to)."""
+    return counter.removeprefix(FIRM_PREFIX)
+
+
+def repairable(counter: str) -> bool:
+    """Whether the live leases' holds say what a counter should read: not a day's spend (nor its firm twin),
+    which holds what ended leases billed too."""
+    return not budget_of(counter).startswith(SPEND_PREFIX)
 
 
 def parse_held(entry: str) -> tuple[str, int]:

@@ -27,6 +27,7 @@ from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, seen, string_attr
+from scheduler.store.prices import PriceBook
 from scheduler.store.queries import LeaseReads
 from scheduler.store.retries import Backoff
 from scheduler.store.usage import UsageBook
@@ -52,7 +53,7 @@ class Claim(NamedTuple):
     held_counters: tuple[str, ...] = ()
 
 
-class LeaseStore(LeaseReads, CounterBook, UsageBook):
+class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
     """Leases in DynamoDB, changed only through the transitions of `scheduler.lifecycle`."""
 
     def __init__(
@@ -308,31 +309,31 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
 
         The lease is read first; the write holds only if it still expires when it was read, so the
         reservation matches the extension exactly (a concurrent renew makes this one a 409, never a
-        double reservation). A lease without an owner or a price renews as always.
+        double reservation). A lease without a price renews as always; one without an owner reserves on the
+        shared owner's day. The release lag reserved at acquire moves with the expiry: only the time added
+        is reserved, on the admitted counter (refused past the budget) and, the lease's worker being kept,
+        on the firm one.
         """
         item = self._read_item(lease_id)
-        lease_owner = item.get("owner_id", {}).get("S")
-        if budget.per_day is None or lease_owner is None or "cost_per_hour" not in item:
+        if budget.per_day is None or "cost_per_hour" not in item:
             return self.renew(lease_id, owner, ttl_seconds, now)
+        lease_owner = budgets.budget_owner(item.get("owner_id", {}).get("S"))
         start = math.ceil(now.timestamp())
         old_expiry = int(item["expires_epoch"]["N"])
         new_expiry = start + (ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"]))
         extra = spend_micros(micros(float(item["cost_per_hour"]["N"])), new_expiry - old_expiry)
         if extra <= 0:
             return self.renew(lease_id, owner, ttl_seconds, now)
-        counter = budgets.spend_counter(lease_owner, epoch(now))
-        expires = budgets.spend_expiry(epoch(now))
-        take = Limit(counter, micros(budget.per_day), extra, weighed=True, expires=expires)
-        held = budgets.extend(counters.held_by(item), take.counter, extra)
+        held, takes = budget.renewal(counters.held_by(item), lease_owner, extra, epoch(now))
         inputs = Inputs(
             now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, seen_expiry=old_expiry, reweighed=held
         )
         update = {"Update": {**self._key(lease_id), **render(lifecycle.RENEW, inputs).request()}}
         try:
-            full = self._transact([update, counters.take(self._counters(), take)])
+            full = self._transact([update, *(counters.take(self._counters(), limit) for limit in takes)])
         except self._errors.ConditionalCheckFailedException as lost:
             raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
-        return take if full is not None else self.get(lease_id)
+        return takes[full] if full is not None else self.get(lease_id)
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -372,8 +373,9 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
         held: tuple[str, ...],
         ended: Lease | None = None,
     ) -> Lease | None:
-        """End a lease; with held counters the same transaction gives their slots back (then None), and
-        adds what it cost to its owner's day (`ended`: the lease as claimed, which had a worker)."""
+        """End a lease; with held counters the same transaction gives their slots back (then None), trues
+        its spend reservations up to what it billed (`budgets.returns`, `budgets.overspent`), and adds what
+        it cost to its owner's day in the usage table (`ended`: the lease as claimed, which had a worker)."""
         spent = 0
         usage = None
         if ended is not None and ended.cost_per_hour is not None:
@@ -393,7 +395,10 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook):
             if held:
                 returned = budgets.returns(held, spent)
                 gives = [counters.give_back(self._counters(), c, amount) for c, amount in returned.items() if amount]
-                self._transact([{"Update": update}, *gives, *([usage] if usage else [])])
+                beyond = [
+                    counters.take(self._counters(), extra) for extra in budgets.overspent(held, spent, epoch(now))
+                ]
+                self._transact([{"Update": update}, *gives, *beyond, *([usage] if usage else [])])
                 return None
             response = self._call(
                 "UpdateItem", **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"

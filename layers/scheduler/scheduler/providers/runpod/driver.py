@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
@@ -160,8 +161,8 @@ class RunPodProvider(Provider):
             listed = prices.of(gpu_id) if prices is not None else None
             if listed is not None:
                 seen.append(listed)
-            if above_ceiling(listed, lease):
-                refusals.append(f"{gpu_id}: {listed:g} USD/h in RunPod's catalog, above max_cost_per_hour")
+            if listed is not None and above_ceiling(listed, lease):
+                refusals.append(f"{gpu_id}: {money(listed)} USD/h in RunPod's catalog, above max_cost_per_hour")
                 continue
             if time.monotonic() >= retry_until:
                 raise ProviderUnreachable(
@@ -172,7 +173,9 @@ class RunPodProvider(Provider):
             if isinstance(answer, ProvisionedWorker) and above_ceiling(answer.cost_per_hour, lease):
                 seen.append(answer.cost_per_hour or 0.0)
                 self._delete_over_ceiling(lease.lease_id, answer)
-                refusals.append(f"{gpu_id}: the pod bills {answer.cost_per_hour:g} USD/h, above max_cost_per_hour")
+                refusals.append(
+                    f"{gpu_id}: the pod bills {money(answer.cost_per_hour or 0.0)} USD/h, above max_cost_per_hour"
+                )
                 continue
             if isinstance(answer, ProvisionedWorker):
                 return answer
