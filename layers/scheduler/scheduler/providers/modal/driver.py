@@ -86,8 +86,9 @@ def from_settings(settings: ModalSettings) -> ModalProvider:
         credentials = _secret_reader(settings.modal_token_secret_arn)
     else:
         credentials = lambda: None  # noqa: E731
+    configured = bool(settings.modal_token_id and settings.modal_token_secret) or bool(settings.modal_token_secret_arn)
     return ModalProvider(
-        ModalSession(settings.modal_server_url, credentials, settings.modal_app_name),
+        ModalSession(settings.modal_server_url, credentials, settings.modal_app_name, configured=configured),
         images={WorkerKind.RENDERER: settings.modal_renderer_image, WorkerKind.ANIM: settings.modal_anim_image},
         gpu_types={
             GpuClass.ENTRY: settings.modal_gpu_types_entry,

@@ -30,17 +30,22 @@ class ModalTimeout(ProviderUnreachable):
 class ModalSession:
     """Calls to Modal with one workspace token (read again through `credentials` when it may rotate)."""
 
-    def __init__(self, server_url: str | None, credentials: Callable[[], Credentials | None], app_name: str) -> None:
+    def __init__(
+        self,
+        server_url: str | None,
+        credentials: Callable[[], Credentials | None],
+        app_name: str,
+        *,
+        configured: bool = True,
+    ) -> None:
         self._server_url = server_url
         self._credentials = credentials
+        # Whether a token is configured at all (reading it may call Secrets Manager: not at init).
+        self.configured = configured
         self.app_name = app_name
         self._lock = threading.Lock()
         self._client: tuple[Credentials, Any] | None = None
         self._apps: dict[str, Any] = {}  # app name → App handle, per client
-
-    @property
-    def configured(self) -> bool:
-        return self._credentials() is not None
 
     def run(self, work: Callable[[Any], Awaitable[T]], seconds: float, what: str) -> T:
         """`work(client)` within `seconds`; ModalTimeout when it takes longer; `modal`'s own errors as raised."""
