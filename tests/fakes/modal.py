@@ -64,6 +64,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpclib import GRPCError, Status
 from grpclib.server import Server, Stream
+from modal._utils.grpc_utils import CustomProtoStatusDetailsCodec
 from modal_proto import api_pb2
 from modal_proto.api_grpc import ModalClientBase
 
@@ -245,7 +246,8 @@ class FakeModal(_ServiceBase):  # type: ignore[misc]
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
-                self._server = Server([self])
+                # Error details (an RPCRetryPolicy) go out as Modal's server sends them: an RPCStatus of Anys.
+                self._server = Server([self], status_details_codec=CustomProtoStatusDetailsCodec())
                 loop.run_until_complete(self._server.start("127.0.0.1", self._port))
             except BaseException as error:  # reported to start()'s caller
                 failure.append(error)

@@ -236,8 +236,8 @@ class ModalProvider(Provider):
             )
         except ModalTimeout:
             # Modal queues a Sandbox until a GPU of its type is free: not scheduled (or its tunnel not up) in time.
-            self._settle(lease, until, adopt=True)
-            return f"not started within {share:.0f} s (no capacity, or a slow start)"
+            adopted = self._settle(lease, until, adopt=True)  # it may have come up, or the create never answered
+            return adopted or f"not started within {share:.0f} s (no capacity, or a slow start)"
         except Exception as error:
             kind = failure(error)
             if kind == "capacity":

@@ -63,17 +63,23 @@ def failure(error: BaseException) -> str:
     return "unreachable"  # ConnectionError, ServiceError (UNAVAILABLE …), InternalError, timeouts, sockets
 
 
-def describe(sandbox: Any, code: int) -> str:
-    """Why a Sandbox finished, in Modal's words where it gave some."""
-    result = getattr(getattr(sandbox, "_impl", None), "result", None)
-    said = str(getattr(result, "exception", "") or "").strip()
+def describe(code: int) -> str:
+    """Why a Sandbox finished, from the return code Modal's client reports."""
     if code == TIMED_OUT:
-        what = "timed out (Modal ended it at its timeout)"
-    elif code == TERMINATED:
-        what = "was terminated"
-    else:
-        what = f"exited with code {code}"
-    return f"{what}: {said}" if said else what
+        return "timed out (Modal ended it at its timeout)"
+    if code == TERMINATED:
+        return "was terminated"
+    return f"exited with code {code}"
+
+
+async def _last_words(sandbox: Any) -> str:
+    """The last line the Sandbox wrote to stderr, or Modal wrote about it: the reason a boot failed, in words."""
+    try:
+        entries = [entry async for entry in sandbox.logs.tail.aio(20)]
+    except Exception:  # noqa: BLE001 - a reason to add, never a reason to fail the check
+        return ""
+    said = [str(entry.message).strip() for entry in entries if entry.source in ("stderr", "system")]
+    return next((line for line in reversed(said) if line), "")[:300]
 
 
 async def create_sandbox(client: Any, session: ModalSession, spec: dict[str, Any]) -> tuple[str, str]:
@@ -165,7 +171,10 @@ async def readiness(client: Any, sandbox_id: str, port: int) -> Readiness:
         return Readiness.failed(f"the Modal Sandbox {sandbox_id} no longer exists")
     code = sandbox.returncode
     if code is not None:
-        return Readiness.failed(f"the Modal Sandbox {sandbox_id} {describe(sandbox, code)}")
+        said = await _last_words(sandbox)
+        return Readiness.failed(
+            f"the Modal Sandbox {sandbox_id} {describe(code)}{f'; last output: {said}' if said else ''}"
+        )
     if await _tunnel_url(sandbox, port) is None:
         return Readiness.starting(f"Sandbox running, the tunnel of port {port} not up yet")
     return Readiness.ready()
@@ -191,7 +200,7 @@ async def read_logs(client: Any, sandbox_id: str, query: LogQuery) -> list[LogLi
         raise WorkerGone(f"Modal no longer knows Sandbox {sandbox_id}") from error
     code = sandbox.returncode
     if code is not None:
-        raise WorkerGone(f"the Modal Sandbox {sandbox_id} {describe(sandbox, code)}; a lease's worker goes with it")
+        raise WorkerGone(f"the Modal Sandbox {sandbox_id} {describe(code)}; a lease's worker goes with it")
     try:
         if query.since_ns is None:
             entries = [entry async for entry in sandbox.logs.tail.aio(max(1, query.tail))]
