@@ -356,6 +356,14 @@ def test_logs_hold_stdout_stderr_and_modals_own_lines(fake: FakeModal, driver: M
     assert any(line.source == "system" and "scheduled on H100" in line.text for line in lines)
 
 
+def test_logs_since_long_ago_are_the_sandboxes_whole_output(fake: FakeModal, driver: ModalProvider) -> None:
+    lease = lease_for()
+    worker = driver.provision(lease, {})
+    fake.write_logs(worker.token, ["frame 1"])
+    lines = driver.logs(lease.lease_id, worker.token, LogQuery(tail=10, since_ns=0))
+    assert [line.text for line in lines if line.source == "stdout"] == ["frame 1"]
+
+
 def test_logs_of_a_finished_sandbox_are_gone(fake: FakeModal, driver: ModalProvider) -> None:
     lease = lease_for()
     worker = driver.provision(lease, {})

@@ -205,8 +205,10 @@ async def read_logs(client: Any, sandbox_id: str, query: LogQuery) -> list[LogLi
         if query.since_ns is None:
             entries = [entry async for entry in sandbox.logs.tail.aio(max(1, query.tail))]
         else:
-            # A millisecond early: the client carries `since` as float seconds; `select` below is exact.
+            # A millisecond early: the client carries `since` as float seconds; `select` below is exact. Modal
+            # refuses ranges past 35 days, and a Sandbox lives at most a day: older is the same as a day ago.
             since = _EPOCH + timedelta(microseconds=query.since_ns // 1000) - timedelta(milliseconds=1)
+            since = max(since, datetime.now(UTC) - timedelta(days=2))
             entries = [entry async for entry in sandbox.logs.fetch.aio(since=since)]
     except modal_errors.ExecutionError:
         return []  # not scheduled yet: it has printed nothing
