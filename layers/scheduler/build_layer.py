@@ -7,7 +7,10 @@ a stack runs is chosen at deploy time, after `sam build` made the layer: the loc
 with --require-hashes, from the manylinux wheels of each platform, and the two trees are merged. They
 must agree file for file (but for the wheels' own metadata) except in what only one platform has: its
 compiled extension modules (`*.cpython-313-x86_64-linux-gnu.so` beside `*.cpython-313-aarch64-linux-gnu.so`,
-of which CPython imports the one for the machine it runs on). Everything is byte-compiled, since /opt is
+of which CPython imports the one for the machine it runs on). An extension built for the stable ABI
+(`*.abi3.so`: protobuf's upb, watchfiles) has one name on both platforms, so each platform's copy is renamed to
+that platform's own suffix first: CPython looks for `<name>.cpython-313-<machine>-linux-gnu.so` before
+`<name>.abi3.so`, and a stable-ABI module loads under either. Everything is byte-compiled, since /opt is
 read-only in Lambda and every cold start would compile the sources again.
 """
 
@@ -24,6 +27,8 @@ HERE = Path(__file__).resolve().parent
 LOCK = HERE / "requirements.lock"
 PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
 PYTHON_VERSION = "3.13"
+# The extension suffix CPython 3.13 tries first on each platform (importlib.machinery.EXTENSION_SUFFIXES[0]).
+MACHINE_SUFFIXES = {"x86_64": ".cpython-313-x86_64-linux-gnu.so", "arm64": ".cpython-313-aarch64-linux-gnu.so"}
 
 
 def install(platform: str, target: Path) -> None:
@@ -49,6 +54,12 @@ def install(platform: str, target: Path) -> None:
         ],
         check=True,
     )
+
+
+def name_stable_abi_extensions(tree: Path, architecture: str) -> None:
+    """`x.abi3.so` → `x.cpython-313-<machine>-linux-gnu.so`, so both platforms' copies can sit side by side."""
+    for extension in sorted(tree.rglob("*.abi3.so")):
+        extension.rename(extension.with_name(extension.name.removesuffix(".abi3.so") + MACHINE_SUFFIXES[architecture]))
 
 
 def merge(primary: Path, other: Path) -> list[Path]:
@@ -78,6 +89,8 @@ def build(target: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="layer-arm64-") as scratch:
         install(PLATFORMS["x86_64"], target)
         install(PLATFORMS["arm64"], Path(scratch))
+        name_stable_abi_extensions(target, "x86_64")
+        name_stable_abi_extensions(Path(scratch), "arm64")
         added = merge(target, Path(scratch))
     print(f"build_layer: {len(added)} arm64-only files added: {', '.join(sorted({p.parts[0] for p in added}))}")
     shutil.copytree(HERE / "scheduler", target / "scheduler", ignore=shutil.ignore_patterns("__pycache__"))

@@ -3,7 +3,8 @@
 - `memory`: the in-memory reference driver;
 - `local-docker`: the real driver on a real Docker engine over mutual TLS (loopback);
 - `runpod`: the real driver against the fake of RunPod's REST API v2 in tests/fakes;
-- `local-docker-fleet`: the fleet driver (DOCKER_HOSTS) on two real engines, each over mutual TLS.
+- `local-docker-fleet`: the fleet driver (DOCKER_HOSTS) on two real engines, each over mutual TLS;
+- `modal`: the real driver, through Modal's own unmodified client, against the fake Modal API server (gRPC).
 
 Each driver also comes pointed at nothing (a closed loopback port), for what unreachability means:
 capacity on provision, a failed request everywhere else.
@@ -33,9 +34,10 @@ from scheduler.providers.base import (
 from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest
 from scheduler.worker_logs import LogQuery
+from tests.fakes.modal import FakeModal, start_fake_modal
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
-DRIVERS = ("memory", "local-docker", "runpod", "local-docker-fleet")
+DRIVERS = ("memory", "local-docker", "runpod", "local-docker-fleet", "modal")
 
 
 @dataclass
@@ -90,6 +92,12 @@ def closed_port() -> Iterator[int]:
 @pytest.fixture(scope="module")
 def runpod_server() -> Iterator[FakeRunPod]:
     with start_fake_runpod("contract-key", {"tpl-renderer": {"ports": ["8080/http"]}}) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def modal_server() -> Iterator[FakeModal]:
+    with start_fake_modal(known_images={"openalice/renderer:1"}) as fake:
         yield fake
 
 
@@ -194,11 +202,39 @@ def _local_docker_fleet(request: pytest.FixtureRequest, closed_port: int) -> Dri
     )
 
 
+def _modal(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
+    from scheduler.providers.modal.driver import ModalProvider
+    from scheduler.providers.modal.session import ModalSession
+
+    fake: FakeModal = request.getfixturevalue("modal_server")
+    fake.reset()
+
+    def driver(url: str, image: str = "openalice/renderer:1") -> Provider:
+        return ModalProvider(
+            ModalSession(url, lambda: fake.token, "contract-workers"),
+            images={WorkerKind.RENDERER: image, WorkerKind.ANIM: image},
+            gpu_types={GpuClass.HIGH: ("H100",)},
+            prices={"H100": 3.9492},
+            create_seconds=8,
+            call_seconds=2,
+            release_confirm_seconds=5,
+        )
+
+    return DriverUnderTest(
+        driver(fake.url),
+        driver(f"http://127.0.0.1:{closed_port}"),
+        driver(fake.url, image="openalice/never-pushed:1"),
+        gpu=GpuClass.HIGH,
+        write=fake.write_logs,
+    )
+
+
 BUILDERS: dict[str, Callable[..., DriverUnderTest]] = {
     "memory": _memory,
     "local-docker": _local_docker,
     "runpod": _runpod,
     "local-docker-fleet": _local_docker_fleet,
+    "modal": _modal,
 }
 
 

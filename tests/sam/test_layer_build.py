@@ -106,7 +106,10 @@ def test_the_layer_is_byte_compiled_and_imports_on_its_own(layer: Path) -> None:
     assert not [source for source in sources if source.with_suffix("") not in compiled][:5]
     python_dir = runtime_python_dir()
     assert python_dir is not None
-    code = "import charset_normalizer.md, aws_lambda_powertools, docker, requests, scheduler.models, scheduler.config"
+    code = (
+        "import charset_normalizer.md, aws_lambda_powertools, docker, requests, scheduler.models, scheduler.config;"
+        " import google._upb._message, watchfiles._rust_notify, scheduler.providers.modal.driver"  # stable-ABI ones
+    )
     # -I -S: nothing but the standard library and the layer (no venv, no user site, no PYTHONPATH).
     subprocess.run(
         [str(python_dir / "python3.13"), "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(layer)!r}); {code}"],

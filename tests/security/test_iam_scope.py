@@ -73,7 +73,7 @@ PSEUDO_PARAMETER = re.compile(r"^AWS::")
 
 # Which function may read which secret (by the logical id or parameter the ARN comes from).
 INTERNAL_SECRET = {"InternalSecret", "InternalSecretArn"}
-PROVIDER_SECRETS = {"DockerTlsSecretArn", "RunpodApiKeySecretArn"}
+PROVIDER_SECRETS = {"DockerTlsSecretArn", "RunpodApiKeySecretArn", "ModalTokenSecretArn"}
 PROVIDER_FUNCTIONS = {
     "AcquireLeaseFunction",
     "ReleaseLeaseFunction",
@@ -86,7 +86,7 @@ PROVIDER_FUNCTIONS = {
 }
 READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction"}
 # Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
-# worker, and either provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
+# worker, and any provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
 READ_PATH_FUNCTIONS = {"GetLeaseFunction"}
 WRITE_ACTIONS = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
 
@@ -348,7 +348,7 @@ def test_only_functions_that_call_a_provider_read_provider_credentials(
 def test_get_lease_reads_the_provider_secrets_and_no_other(resources: dict[str, Any], grants: list[Grant]) -> None:
     secrets = _secrets_by_function(resources, grants)
     for function in READ_PATH_FUNCTIONS:
-        assert secrets[function] == {"DockerTlsSecretArn", "RunpodApiKeySecretArn"}
+        assert secrets[function] == PROVIDER_SECRETS
 
 
 def test_get_lease_writes_leases_only_by_conditional_update(resources: dict[str, Any], grants: list[Grant]) -> None:

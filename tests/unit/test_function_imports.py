@@ -21,11 +21,15 @@ ENVIRONMENT = {
     "AWS_REGION": "us-east-1",
     "LEASES_TABLE": "leases",
     "INTERNAL_SECRET": "test",
-    "PROVIDERS": "local-docker,runpod",
+    "PROVIDERS": "local-docker,runpod,modal",
     "DOCKER_HOST": "tcp://127.0.0.1:9",
     "RUNPOD_API_KEY": "test",
+    "MODAL_TOKEN_ID": "ak-test",
+    "MODAL_TOKEN_SECRET": "as-test",
 }
-PROVIDER_SDKS = ("docker", "requests")
+# Modal's client and what it alone brings (gRPC, protobuf, synchronicity).
+MODAL_SDK = ("modal", "modal_proto", "grpclib", "google", "synchronicity")
+PROVIDER_SDKS = ("docker", "requests", *MODAL_SDK)
 PYDANTIC = ("pydantic", "pydantic_core")
 FUNCTIONS = sorted(path.name for path in (REPO / "functions").iterdir() if (path / "app.py").is_file())
 LIGHT_FUNCTIONS = (
@@ -39,7 +43,7 @@ LIGHT_FUNCTIONS = (
 )
 
 
-def packages_imported_by(function: str) -> set[str]:
+def packages_imported_by(function: str, **environment: str) -> set[str]:
     """The top-level packages a fresh interpreter holds after importing the function's handler module."""
     program = (
         "import json, sys; "
@@ -47,7 +51,12 @@ def packages_imported_by(function: str) -> set[str]:
         "import app; print(json.dumps(sorted({name.split('.')[0] for name in sys.modules})))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", program], env=ENVIRONMENT, capture_output=True, text=True, cwd="/", check=False
+        [sys.executable, "-c", program],
+        env={**ENVIRONMENT, **environment},
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return set(json.loads(done.stdout.splitlines()[-1]))
@@ -65,3 +74,12 @@ def test_no_function_imports_pydantic(function: str) -> None:
 
 def test_the_acquire_function_loads_the_docker_sdk_at_init() -> None:
     assert "docker" in packages_imported_by("acquire_lease")
+
+
+def test_the_acquire_function_loads_modal_at_init_when_providers_names_it() -> None:
+    assert "modal" in packages_imported_by("acquire_lease")
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_without_modal_in_providers_no_function_imports_it(function: str) -> None:
+    assert packages_imported_by(function, PROVIDERS="local-docker,runpod") & set(MODAL_SDK) == set()

@@ -16,6 +16,7 @@ from types import ModuleType
 PROVIDERS: dict[str, str] = {
     "local-docker": "scheduler.providers.local_docker",
     "runpod": "scheduler.providers.runpod",
+    "modal": "scheduler.providers.modal",
 }
 
 
