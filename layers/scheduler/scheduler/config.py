@@ -235,10 +235,13 @@ def budget(raw: str) -> float:
 
 
 def interval(raw: str) -> float:
-    """A period in seconds above 0, such as 60 or 0.5."""
+    """A period in seconds above 0 and at most a day, such as 60 or 0.5 (the daily budget reserves it past
+    each lease's expiry, on each day the lease may then end on, all in the acquire's one transaction)."""
     value = ascii_number(raw, "a number of seconds", "60")
     if not value > 0 or not math.isfinite(value):
         raise ValueError("must be a number of seconds above 0, such as 60")
+    if value > 86_400:
+        raise ValueError("must be at most 86400 seconds (a day)")
     return value
 
 
