@@ -122,7 +122,7 @@ def test_a_pod_that_fits_is_kept_whatever_other_acquires_reserved_at_the_catalog
         for lease in admitted
         if not isinstance(
             budget_store.activate(
-                lease.lease_id, "runpod", _pod(lease), NOW, budgets.reweigh(_held(lease), 1.035, 600)
+                lease.lease_id, "runpod", _pod(lease), NOW, budgets.reweigh(_held(lease), 1.035, 600, epoch(NOW))
             ),
             Limit,
         )

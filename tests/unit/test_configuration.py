@@ -203,6 +203,9 @@ def test_secrets_never_show_in_the_settings_repr() -> None:
         ("MAX_COST_PER_HOUR_PER_OWNER", "\u0661\u0662.\u0665"),  # float() reads ١٢.٥ as 12.5
         ("MAX_SPEND_PER_OWNER_PER_DAY", "1_0"),
         ("LOCAL_DOCKER_COST_PER_HOUR", "\u0661"),
+        ("SWEEP_INTERVAL_SECONDS", "\u0666\u0660"),  # the daily budget's release lag is read from it
+        ("SWEEP_INTERVAL_SECONDS", "\uff16\uff10"),
+        ("SWEEP_INTERVAL_SECONDS", "6_0"),
     ],
 )
 def test_a_number_setting_in_other_than_ascii_digits_refuses_to_start_naming_the_variable(

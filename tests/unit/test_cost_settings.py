@@ -7,7 +7,7 @@ import pytest
 
 from devstack.stack import local_sweep_interval
 from devstack.template import load_yaml
-from scheduler.budgets import OwnerBudgets, returns
+from scheduler.budgets import OwnerBudgets, settlement
 from scheduler.config import Settings
 from scheduler.costs import micros, money, spend_micros
 from scheduler.errors import ConfigurationError
@@ -27,6 +27,7 @@ from scheduler.store.counters import Limit
         ({"MAX_COST_PER_HOUR_PER_OWNER": "0.0000001"}, "MAX_COST_PER_HOUR_PER_OWNER"),  # below a micro-dollar
         ({"MAX_SPEND_PER_OWNER_PER_DAY": "1.0000005"}, "MAX_SPEND_PER_OWNER_PER_DAY"),  # not whole micro-dollars
         ({"SWEEP_INTERVAL_SECONDS": "0"}, "SWEEP_INTERVAL_SECONDS"),
+        ({"SWEEP_INTERVAL_SECONDS": "86401"}, "SWEEP_INTERVAL_SECONDS"),  # more than a day
         ({"RELEASE_ALLOWANCE_SECONDS": "-1"}, "RELEASE_ALLOWANCE_SECONDS"),
         ({"LOCAL_DOCKER_COST_PER_HOUR": "-0.5"}, "LOCAL_DOCKER_COST_PER_HOUR"),
         ({"PROVIDERS": "runpod", "RUNPOD_GPU_ORDER": "random"}, "RUNPOD_GPU_ORDER"),
@@ -86,15 +87,91 @@ def test_the_catalog_is_asked_again_once_stale_and_a_failed_read_keeps_the_last_
     assert answers == []
 
 
-def test_an_early_end_gives_back_the_unused_spend_latest_day_first_and_the_hourly_cost_whole() -> None:
-    held = ["cost#anim@690000", "owner#anim", "spend#2026-11-30#anim@690000", "spend#2026-12-01#anim@345000"]
-    back = returns(held, spent=spend_micros(690_000, 1800 + 900))  # billed 45 minutes: 517 500
-    assert back == {
-        "cost#anim": 690_000,
-        "owner#anim": 1,
-        "spend#2026-12-01#anim": 345_000,
-        "spend#2026-11-30#anim": 172_500,
+def test_the_end_gives_back_every_reservation_and_books_what_was_billed_on_the_day_it_ended() -> None:
+    held = [
+        "cost#anim@690000",
+        "owner#anim",
+        "spend#2026-11-30#anim@300000",
+        "spend#2026-12-01#anim@800000",
+        "firm#spend#2026-11-30#anim@300000",
+        "firm#spend#2026-12-01#anim@800000",
+    ]
+    ended_0015_on_d2 = 1796084100  # 2026-12-01T00:15:00Z
+
+    moves = settlement(held, 517_500, ended_0015_on_d2)
+
+    assert {move.counter: move.amount for move in moves} == {
+        "cost#anim": -690_000,
+        "owner#anim": -1,
+        "spend#2026-11-30#anim": -300_000,
+        "spend#2026-12-01#anim": 517_500 - 800_000,  # one change per counter: a transaction touches an item once
+        "firm#spend#2026-11-30#anim": -300_000,
+        "firm#spend#2026-12-01#anim": 517_500 - 800_000,
     }
+    assert all(move.maximum is None for move in moves)  # never refused: what was billed is booked
+
+
+def test_a_lease_that_ended_on_a_day_it_held_nothing_on_books_its_whole_cost_there() -> None:
+    held = ["spend#2026-11-30#anim@690000"]
+    two_days_later = 1796256000  # 2026-12-03T00:00:00Z: its release failed for two days
+
+    moves = settlement(held, 33_810_000, two_days_later)
+
+    assert {move.counter: (move.amount, move.expires) for move in moves} == {
+        "spend#2026-11-30#anim": (-690_000, 1796342400),
+        "spend#2026-12-03#anim": (33_810_000, 1796601600),  # its TTL: some days after its own day
+    }
+
+
+def test_a_lease_that_can_end_after_midnight_reserves_on_each_day_what_it_bills_if_it_ends_then() -> None:
+    at_2330 = 1796081400  # 2026-11-30T23:30:00Z
+
+    limits = OwnerBudgets(per_day=20.0, release_lag_seconds=90).limits("anim", 1.0, 3600, at_2330)
+
+    assert [(limit.counter, limit.amount) for limit in limits] == [
+        ("spend#2026-11-30#anim", 500_000),  # ending before midnight: at most 30 minutes
+        ("spend#2026-12-01#anim", 1_025_000),  # after it: up to its expiry and the release lag
+    ]
+
+
+def test_activation_reweighs_each_days_reservation_to_the_workers_price() -> None:
+    at_2330 = 1796081400
+    budgets = OwnerBudgets(per_day=20.0, release_lag_seconds=90)
+    held = [limit.held for limit in budgets.limits("anim", 1.0, 3600, at_2330)]
+
+    reweighed = budgets.reweigh(held, 2.0, 3600, at_2330)
+
+    assert reweighed.held == (
+        "firm#spend#2026-11-30#anim@1000000",
+        "firm#spend#2026-12-01#anim@2050000",
+        "spend#2026-11-30#anim@1000000",
+        "spend#2026-12-01#anim@2050000",
+    )
+
+
+def test_a_renewal_across_midnight_reserves_on_the_next_day_and_gives_back_the_days_already_over() -> None:
+    created_2200 = 1796076000  # 2026-11-30T22:00:00Z
+    budgets = OwnerBudgets(per_day=20.0, release_lag_seconds=90)
+    held = ("owner#anim", "spend#2026-11-30#anim@1025000", "firm#spend#2026-11-30#anim@1025000")
+
+    # At 23:30 to 00:30: ending before midnight bills up to 2 h, after it up to 2 h 31 min 30 s.
+    at_2330 = budgets.renewal(held, "anim", 1.0, created_2200, 1796085000, 1796081400)
+    # Renewed again at 00:20 (to 01:20): 30 November is over, its reservation comes back.
+    at_0020 = budgets.renewal(at_2330.held, "anim", 1.0, created_2200, 1796088000, 1796084400)
+
+    assert [(limit.counter, limit.amount, limit.maximum) for limit in at_2330.limits] == [
+        ("spend#2026-11-30#anim", 975_000, 20_000_000),
+        ("firm#spend#2026-11-30#anim", 975_000, None),
+        ("spend#2026-12-01#anim", 2_525_000, 20_000_000),
+        ("firm#spend#2026-12-01#anim", 2_525_000, None),
+    ]
+    assert {limit.counter: limit.amount for limit in at_0020.limits} == {
+        "spend#2026-12-01#anim": 833_334,
+        "firm#spend#2026-12-01#anim": 833_334,
+        "spend#2026-11-30#anim": -2_000_000,
+        "firm#spend#2026-11-30#anim": -2_000_000,
+    }
+    assert at_0020.held == ("firm#spend#2026-12-01#anim@3358334", "owner#anim", "spend#2026-12-01#anim@3358334")
 
 
 def test_budgets_count_whole_micro_dollars_rounded_up() -> None:

@@ -1,6 +1,7 @@
 """The owner's daily spend counts what a lease can really bill: from its creation until the sweep has
 confirmed its release, up to one sweep period plus the release allowance past `expires_at` — and when
-it ends, the day's counter is trued up to what it billed, so the counter and the usage report agree.
+it ends, its reservations come back and what it billed is added to the day it ended, so the counter and
+the usage report agree (across midnight: test_spend_across_midnight.py).
 
 The issue's numbers: MAX_SPEND_PER_OWNER_PER_DAY=0.05, LOCAL_DOCKER_COST_PER_HOUR=36 (0.01 USD a second),
 leases of `ttl_seconds: 1`. Budgets use transactions: moto only.

@@ -2,15 +2,20 @@
 
 A lease whose worker runs on runpod, then the service restarted with only local-docker: nothing configured can
 remove that worker or confirm it gone, so a release leaves the lease `releasing` (the sweep retries it and says
-so) until runpod is configured again, and its logs are a 502, not a 410.
+so) until runpod is configured again, and its logs are a 502, not a 410. The same holds for a lease that never got
+its token (the acquire on runpod died after making the pod): the reconciler leaves it pending, and the sweep keeps
+it releasing from its expiry.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 
 from scheduler.errors import ProviderFailed
 from scheduler.leases.logs import worker_logs
+from scheduler.leases.reconcile import reconcile
 from scheduler.leases.release import release
 from scheduler.leases.sweep import sweep
 from scheduler.lifecycle import LeaseStatus
@@ -20,7 +25,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.worker_logs import LogQuery
 
-from .builders import NOW, acquire, memory_provider, registry_of
+from .builders import NOW, acquire, memory_provider, new_lease, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600, owner_id="o")
 
@@ -72,3 +77,47 @@ def test_logs_of_a_live_lease_on_a_provider_no_longer_configured_are_a_provider_
 
     with pytest.raises(ProviderFailed, match="PROVIDERS no longer names"):
         worker_logs(lease.lease_id, "o", LogQuery(), store, registry_of(memory_provider("local-docker")))
+
+
+def pending_on_runpod(store: LeaseStore) -> tuple[Lease, MemoryProvider]:
+    """A lease whose acquire made its pod on runpod, then died before recording the pod (no token)."""
+    lease = new_lease(provider="runpod", owner_id="o")
+    store.create_pending(lease)
+    runpod = memory_provider("runpod")
+    runpod.add_worker(lease.lease_id)
+    return lease, runpod
+
+
+def test_the_reconciler_leaves_a_stuck_pending_lease_on_a_provider_no_longer_configured_pending(
+    store: LeaseStore,
+) -> None:
+    lease, runpod = pending_on_runpod(store)
+    only_docker = registry_of(memory_provider("local-docker"))
+
+    report = reconcile(
+        store, only_docker, orphan_grace_seconds=0, pending_deadline_seconds=60, clock=lambda: NOW + timedelta(hours=1)
+    )
+
+    stored = store.get(lease.lease_id)
+    assert (stored.status, stored.failure_reason) == (LeaseStatus.PENDING, None)  # never "its worker was removed"
+    assert report.stuck_pending_failed == [] and any("PROVIDERS no longer" in error for error in report.errors)
+    assert len(runpod.workers) == 1
+
+
+def test_the_sweep_keeps_an_expired_lease_without_a_token_releasing_until_its_provider_is_back(
+    store: LeaseStore,
+) -> None:
+    lease, runpod = pending_on_runpod(store)
+    docker = memory_provider("local-docker")
+
+    report = sweep(store, registry_of(docker), clock=lambda: lease.expires_at)
+
+    assert report.unconfigured == ["runpod"] and report.failed_releases == [lease.lease_id]
+    assert store.get(lease.lease_id).status == LeaseStatus.RELEASING
+    assert docker.release_calls == [lease.lease_id]  # what local-docker holds of it is removed; its 404 is no proof
+    assert len(runpod.workers) == 1
+
+    claim_due = lease.expires_at + timedelta(hours=1)
+    sweep(store, registry_of(docker, runpod), clock=lambda: claim_due)
+
+    assert store.get(lease.lease_id).status == LeaseStatus.EXPIRED and runpod.workers == {}

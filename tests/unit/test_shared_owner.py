@@ -88,7 +88,7 @@ def test_renewing_an_owner_less_lease_reserves_on_the_shared_owners_day(budget_s
     assert isinstance(lease, Acquired)
 
     with pytest.raises(BudgetExceeded):
-        renew(lease.lease.lease_id, None, 3600, budget_store, lambda: NOW, limits.budgets)  # +0.833334: 1.000001
+        renew(lease.lease.lease_id, None, 3601, budget_store, lambda: NOW, limits.budgets)  # +0.833611: 1.000278
 
     assert budget_store.counter_values()["spend#2026-11-30#-"] == 166_667
 

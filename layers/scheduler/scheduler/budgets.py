@@ -6,12 +6,18 @@ the lease, so concurrent acquires can never overshoot:
 - `cost#<owner>`: the summed cost per hour of the owner's live leases. Acquire reserves the most the
   lease can cost per hour (the providers' `price_bound`, within the request's ceiling); activation
   re-weighs it to the worker's own price; the end gives it back.
-- `spend#<day>#<owner>`: the owner's spend on a UTC day. Acquire reserves what the lease can bill: rate ×
-  (its lifetime + the release lag, the time past `expires_at` until the sweep has confirmed its release);
-  renew reserves the extension (on the day of the renewal). The end trues it up to what the lease billed:
-  the unused part comes back, and what it billed beyond its reservation (a release that failed for a
-  long time) is added to the day it ended, so the counter and the usage report agree — even past the
-  limit, which then refuses the owner's next acquire.
+- `spend#<day>#<owner>`: the owner's spend on a UTC day, counted as `GET /v1/usage` counts it: a lease's
+  whole cost on the day it ENDED. A live lease may end on any day from now until its expiry plus the
+  release lag (the time past `expires_at` until the sweep has confirmed its release), so it reserves on
+  each of those days what it bills if it ends that day — rate × (from its creation to the end of that
+  day, or to the end of the lag if sooner): a lease that crosses midnight must fit both days' budgets.
+  Renew reserves, on each day from the renewal's to the new end of the lag, what that day's amount
+  grew by, and gives back what it held on days already over (the lease can no longer end on them).
+  The end gives back every spend reservation the lease holds and adds what it billed to the day it
+  ended, unconditionally and in the same transaction (`settlement`): then each day's counter is what
+  the leases that ended that day billed plus what the live leases reserve on it — the usage report's
+  total for that day, even past the limit (a release that failed for a long time), which then refuses
+  the owner's next acquire.
 
 Each budget has a second counter, `firm#` + its name, holding only amounts that are known: the workers'
 own prices (and, for a day, what ended leases billed). An acquire is admitted against the first (what
@@ -25,6 +31,7 @@ Leases without an owner count, while any owner budget or quota is set, against o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -65,16 +72,18 @@ class OwnerBudgets(NamedTuple):
         return max(0.0, lifetime_seconds) + self.release_lag_seconds
 
     def limits(self, owner_id: str | None, rate_usd: float, lifetime_seconds: int, now_epoch: int) -> list[Limit]:
-        """The budget limits one lease at `rate_usd` per hour, expiring `lifetime_seconds` after `now_epoch`, takes."""
+        """The budget limits one lease at `rate_usd` per hour, created at `now_epoch` and expiring
+        `lifetime_seconds` later, takes: the hourly cost, and the spend on each day it may end on."""
         owner = budget_owner(owner_id)
         rate = micros(rate_usd)
         found = []
         if self.per_hour is not None:
             found.append(Limit(cost_counter(owner), micros(self.per_hour), rate, weighed=True))
         if self.per_day is not None:
-            spend = spend_micros(rate, self.spend_seconds(lifetime_seconds))
-            counter = spend_counter(owner, now_epoch)
-            found.append(Limit(counter, micros(self.per_day), spend, weighed=True, expires=spend_expiry(now_epoch)))
+            horizon = now_epoch + self.spend_seconds(lifetime_seconds)
+            for day, spend in spend_by_day(rate, now_epoch, now_epoch, horizon).items():
+                counter = spend_counter(owner, day)
+                found.append(Limit(counter, micros(self.per_day), spend, weighed=True, expires=spend_expiry(day)))
         return found
 
     def maximum_of(self, counter: str) -> int | None:
@@ -86,13 +95,14 @@ class OwnerBudgets(NamedTuple):
             return None if self.per_day is None else micros(self.per_day)
         return None
 
-    def reweigh(self, held: Iterable[str], rate_usd: float, lifetime_seconds: int) -> Reweighing:
+    def reweigh(self, held: Iterable[str], rate_usd: float, lifetime_seconds: int, created_epoch: int) -> Reweighing:
         """At activation: the budget entries re-weighed from the estimate to the worker's own price, made firm.
 
         The counter the acquire was admitted against moves by the difference, unconditionally (it held the
         estimate); the firm counter takes the price, refused past the budget.
         """
         rate = micros(rate_usd)
+        horizon = created_epoch + self.spend_seconds(lifetime_seconds)
         entries: list[str] = []
         changes: list[Limit] = []
         for entry in held:
@@ -100,7 +110,7 @@ class OwnerBudgets(NamedTuple):
             if counter.startswith(COST_PREFIX):
                 new = rate
             elif counter.startswith(SPEND_PREFIX):
-                new = spend_micros(rate, self.spend_seconds(lifetime_seconds))
+                new = spend_if_ended_on(day_of(counter), rate, created_epoch, horizon)
             else:
                 entries.append(entry)
                 continue
@@ -114,24 +124,40 @@ class OwnerBudgets(NamedTuple):
         return Reweighing(tuple(sorted(entries)), tuple(changes))
 
     def renewal(
-        self, held: Sequence[str], owner: str, extra: int, now_epoch: int
-    ) -> tuple[tuple[str, ...], list[Limit]]:
-        """At renew: the held entries, and the limits reserving `extra` micro-dollars more of the owner's day
-        — on the admitted counter (refused past the budget) and, a kept worker's lease, on the firm one."""
-        counter, expires = spend_counter(owner, now_epoch), spend_expiry(now_epoch)
-        takes = [Limit(counter, micros(self.per_day or 0), extra, weighed=True, expires=expires)]
-        if any(entry.startswith(firm(SPEND_PREFIX)) for entry in held):
-            takes.append(Limit(firm(counter), None, extra, weighed=True, expires=expires))
-        for limit in takes:
-            held = extend(held, limit.counter, extra)
-        return tuple(held), takes
+        self, held: Sequence[str], owner: str, rate_usd: float, created_epoch: int, expires_epoch: int, now_epoch: int
+    ) -> Reweighing:
+        """At renew (at `now_epoch`, to `expires_epoch`): the held entries, and what each spend counter takes.
+
+        Each day from today's to the new end of the release lag takes what the lease's reservation on it
+        grows by — on the admitted counter (refused past the budget) and, a kept worker's lease, on the
+        firm one; what it held on days already over comes back (the lease can no longer end on them).
+        """
+        rate = micros(rate_usd)
+        horizon = expires_epoch + self.release_lag_seconds
+        entries = dict(parse_held(entry) for entry in held)
+        families = ["", FIRM_PREFIX] if any(entry.startswith(firm(SPEND_PREFIX)) for entry in held) else [""]
+        changes: list[Limit] = []
+        for day, target in spend_by_day(rate, created_epoch, now_epoch, horizon).items():
+            for family in families:
+                counter = family + spend_counter(owner, day)
+                extra = target - entries.get(counter, 0)
+                if extra > 0:
+                    maximum = micros(self.per_day) if self.per_day is not None and not family else None
+                    changes.append(Limit(counter, maximum, extra, weighed=True, expires=spend_expiry(day)))
+                    entries[counter] = target
+        today = start_of_day(now_epoch)
+        for counter, amount in list(entries.items()):
+            if budget_of(counter).startswith(SPEND_PREFIX) and day_of(counter) < today:
+                changes.append(Limit(counter, None, -amount, weighed=True, expires=expiry_of(counter)))
+                del entries[counter]
+        return Reweighing(_entries(entries), tuple(changes))
 
     def refusal(self, limit: Limit, in_use_micros: int) -> BudgetExceeded:
         """The 429 for a budget limit that would not take `limit.amount`."""
         per_hour = budget_of(limit.counter).startswith(COST_PREFIX)
         variable = PER_HOUR if per_hour else PER_DAY
         maximum = usd(limit.maximum or 0)
-        what = "cost per hour of live leases" if per_hour else "spend today (UTC)"
+        what = "cost per hour of live leases" if per_hour else f"spend on {spend_day(limit.counter)} (UTC)"
         return BudgetExceeded(
             f"the owner's {what} would pass its limit of {money(maximum)} USD ({variable}):"
             f" {money(usd(in_use_micros))} USD in use, {money(usd(limit.amount))} USD requested",
@@ -148,24 +174,55 @@ def is_budget(limit: Limit) -> bool:
     return budget_of(limit.counter).startswith((COST_PREFIX, SPEND_PREFIX))
 
 
-# A day's spend counter outlives its day by this much: leases acquired that day give back their unused
-# part when they end (at most MAX_TTL_SECONDS later, or later still when renewed).
+DAY_SECONDS = 86_400
+# A day's spend counter outlives its day by this much: the leases that may end that day give back what
+# they reserved on it when they end (at most MAX_TTL_SECONDS and the release lag after their last acquire
+# or renew), or later still when a release fails for long.
 SPEND_COUNTER_DAYS_KEPT = 3
+
+
+def start_of_day(epoch_seconds: float) -> int:
+    """The start (epoch seconds) of the UTC day of an instant."""
+    whole = math.floor(epoch_seconds)
+    return whole - whole % DAY_SECONDS
+
+
+def spend_by_day(rate_micros: int, created_epoch: int, from_epoch: int, horizon: float) -> dict[int, int]:
+    """For each UTC day (its start) from `from_epoch`'s to `horizon`'s: the most a lease billing `rate_micros`
+    an hour since `created_epoch`, and at the latest until `horizon`, bills if it ends that day."""
+    found: dict[int, int] = {}
+    day = start_of_day(from_epoch)
+    while day <= horizon:
+        found[day] = spend_if_ended_on(day, rate_micros, created_epoch, horizon)
+        day += DAY_SECONDS
+    return found
+
+
+def spend_if_ended_on(day: int, rate_micros: int, created_epoch: int, horizon: float) -> int:
+    """What a lease billing since `created_epoch`, until `horizon` at the latest, bills if it ends on `day`."""
+    return spend_micros(rate_micros, min(day + DAY_SECONDS, horizon) - created_epoch)
 
 
 def spend_expiry(epoch_seconds: int) -> int:
     """When a spend counter taken at `epoch_seconds` may go (TTL): some days after the end of its day."""
-    start_of_day = epoch_seconds - epoch_seconds % 86_400
-    return start_of_day + (1 + SPEND_COUNTER_DAYS_KEPT) * 86_400
+    return start_of_day(epoch_seconds) + (1 + SPEND_COUNTER_DAYS_KEPT) * DAY_SECONDS
+
+
+def spend_day(counter: str) -> str:
+    """The UTC day (`YYYY-MM-DD`) of a spend counter or of its firm twin."""
+    return budget_of(counter).removeprefix(SPEND_PREFIX).split("#", 1)[0]
+
+
+def day_of(counter: str) -> int:
+    """The start (epoch seconds) of a spend counter's UTC day."""
+    return int(datetime.strptime(spend_day(counter), "%Y-%m-%d").replace(tzinfo=UTC).timestamp())
 
 
 def expiry_of(counter: str) -> int | None:
     """The TTL of a budget counter: a day's spend goes some days after its day; the hourly cost stays."""
-    name = budget_of(counter)
-    if not name.startswith(SPEND_PREFIX):
+    if not budget_of(counter).startswith(SPEND_PREFIX):
         return None
-    day = name.removeprefix(SPEND_PREFIX).split("#", 1)[0]
-    return spend_expiry(int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()))
+    return spend_expiry(day_of(counter))
 
 
 def cost_counter(owner_id: str) -> str:
@@ -188,58 +245,37 @@ class Reweighing(NamedTuple):
         return bool(self.limits)
 
 
-def extend(held: Sequence[str], counter: str, extra: int) -> tuple[str, ...]:
-    """The held entries with `extra` more reserved on a spend counter (at renew)."""
-    entries = dict(parse_held(entry) for entry in held)
-    entries[counter] = entries.get(counter, 0) + extra
+def _entries(amounts: dict[str, int]) -> tuple[str, ...]:
+    """Held entries from counters and their amounts (slots carry none)."""
     return tuple(
         sorted(
             f"{name}@{amount}" if name.startswith((COST_PREFIX, SPEND_PREFIX, FIRM_PREFIX)) else name
-            for name, amount in entries.items()
+            for name, amount in amounts.items()
         )
     )
 
 
-def _spend_families(held: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
-    """The held spend reservations, by family: the admitted ones (`spend#`) and the firm ones (`firm#spend#`)."""
-    families: dict[str, list[tuple[str, int]]] = {}
+def settlement(held: Iterable[str], spent: int, end_epoch: int) -> list[Limit]:
+    """At the end: how each counter the lease holds moves, in the end's own transaction (never refused).
+
+    Every slot, hourly cost and spend reservation comes back whole, and what the lease billed (`spent`)
+    is added to its owner's day it ended on — the day `GET /v1/usage` counts it on — for each spend family
+    it holds (the admitted counters, and the firm ones of a kept worker). Changes of one counter are
+    netted: a transaction may touch an item once.
+    """
+    moves: dict[str, int] = {}
+    owners: dict[str, str] = {}
     for entry in held:
         counter, amount = parse_held(entry)
+        moves[counter] = moves.get(counter, 0) - amount
         if budget_of(counter).startswith(SPEND_PREFIX):
             family = FIRM_PREFIX if counter.startswith(FIRM_PREFIX) else ""
-            families.setdefault(family, []).append((counter, amount))
-    return families
-
-
-def returns(held: Iterable[str], spent: int) -> dict[str, int]:
-    """At the end: what each held counter gets back. Slots and the hourly cost come back whole; the
-    spend reservations come back less what the lease billed (kept by the latest day's counter first
-    giving back: the unused part is the end of the reservation)."""
-    held = list(held)
-    back: dict[str, int] = {}
-    for entry in held:
-        counter, amount = parse_held(entry)
-        if not budget_of(counter).startswith(SPEND_PREFIX):
-            back[counter] = back.get(counter, 0) + amount
-    for entries in _spend_families(held).values():
-        unused = max(0, sum(amount for _, amount in entries) - spent)
-        for counter, amount in sorted(entries, reverse=True):
-            given = min(amount, unused)
-            unused -= given
-            if given:
-                back[counter] = given
-    return back
-
-
-def overspent(held: Iterable[str], spent: int, end_epoch: int) -> list[Limit]:
-    """At the end: what a lease billed beyond its spend reservations, added (whatever the limit) to its owner's
-    counters of the day it ended — the day the usage report counts it on."""
-    added: list[Limit] = []
-    for family, entries in _spend_families(held).items():
-        excess = spent - sum(amount for _, amount in entries)
-        if excess <= 0:
-            continue
-        owner = budget_of(entries[0][0]).removeprefix(SPEND_PREFIX).split("#", 1)[1]
-        counter = family + spend_counter(owner, end_epoch)
-        added.append(Limit(counter, None, excess, weighed=True, expires=spend_expiry(end_epoch)))
-    return added
+            owners[family] = budget_of(counter).removeprefix(SPEND_PREFIX).split("#", 1)[1]
+    for family, owner in owners.items():
+        ended_on = family + spend_counter(owner, end_epoch)
+        moves[ended_on] = moves.get(ended_on, 0) + spent
+    return [
+        Limit(counter, None, amount, weighed=True, expires=expiry_of(counter))
+        for counter, amount in sorted(moves.items())
+        if amount
+    ]

@@ -201,14 +201,19 @@ def cap_parameter(provider: str) -> str:
     return "".join(part.capitalize() for part in provider.split("-")) + "MaxLeases"
 
 
+def ascii_number(raw: str, what: str, example: str) -> float:
+    """A number in the digits 0-9 (`float()` alone also takes `١٢.٥`, `１２` and `1_2.5`): `what`, such as `example`."""
+    if not raw.isascii() or "_" in raw:
+        raise ValueError(f"must be {what} in the digits 0-9, such as {example}")
+    try:
+        return float(raw)
+    except ValueError as error:
+        raise ValueError(f"must be {what}, such as {example}") from error
+
+
 def dollars(raw: str) -> float:
     """A positive amount of US dollars, such as 12.5."""
-    if not raw.isascii() or "_" in raw:  # `float()` also takes `١٢.٥` and `1_2.5`
-        raise ValueError("must be an amount of US dollars in the digits 0-9, such as 12.5")
-    try:
-        value = float(raw)
-    except ValueError as error:
-        raise ValueError("must be an amount of US dollars, such as 12.5") from error
+    value = ascii_number(raw, "an amount of US dollars", "12.5")
     if not value > 0 or value == float("inf"):
         raise ValueError("must be an amount of US dollars above 0, such as 12.5")
     return value
@@ -230,13 +235,13 @@ def budget(raw: str) -> float:
 
 
 def interval(raw: str) -> float:
-    """A period in seconds above 0, such as 60 or 0.5."""
-    try:
-        value = float(raw)
-    except ValueError as error:
-        raise ValueError("must be a number of seconds, such as 60") from error
+    """A period in seconds above 0 and at most a day, such as 60 or 0.5 (the daily budget reserves it past
+    each lease's expiry, on each day the lease may then end on, all in the acquire's one transaction)."""
+    value = ascii_number(raw, "a number of seconds", "60")
     if not value > 0 or not math.isfinite(value):
         raise ValueError("must be a number of seconds above 0, such as 60")
+    if value > 86_400:
+        raise ValueError("must be at most 86400 seconds (a day)")
     return value
 
 

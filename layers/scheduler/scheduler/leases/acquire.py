@@ -170,7 +170,9 @@ class _Slots:
         """The held budgets re-weighed to the worker's own price (None: no budget held)."""
         if not any(is_budget_entry(entry) for entry in self.held):
             return None
-        return self._limits.budgets.reweigh(self.held, cost_per_hour or 0.0, self._lifetime())
+        return self._limits.budgets.reweigh(
+            self.held, cost_per_hour or 0.0, self._lifetime(), epoch(self._draft.created_at)
+        )
 
     def hold_for(self, provider: Provider) -> str | None:
         """Before trying `provider`: move the provider slot to it (failover); why not, if it is full."""

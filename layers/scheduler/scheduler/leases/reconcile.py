@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
-from scheduler.leases.workers import release_claimed
+from scheduler.leases.workers import release_claimed, unconfigured_pending
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease
@@ -122,6 +122,12 @@ def reconcile(
                     # The lease's own worker, listed as stopped: evidence, not absence, so no settling is needed.
                     fail(lease, report.stopped_failed, own.token, own.stopped_reason)
             elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
+                if lease.provider not in providers.names:
+                    # Its worker may run there: leave it pending (visible; the sweep keeps it releasing from
+                    # its expiry), never failed on the word of the providers still configured.
+                    report.errors.append(unconfigured_pending(lease))
+                    logger.warning("pending lease left on an unconfigured provider", extra={"lease_id": lease.lease_id})
+                    continue
                 reason = (
                     f"the acquire did not finish within {pending_deadline_seconds} s (PENDING_DEADLINE_SECONDS);"
                     " any worker made for it was removed"

@@ -20,9 +20,10 @@ def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadli
     it counts as gone when the provider did not see it removed (an operator retired its host), else None.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
-    configured provider, found by its lease id, so every provider is asked. A lease whose worker is on a
-    provider PROVIDERS no longer names cannot be confirmed gone by any other provider, so
-    its claim stays and the sweep retries (ProviderNotConfigured) until the provider is configured again.
+    configured provider, found by its lease id, so every provider is asked. A lease recorded on a
+    provider PROVIDERS no longer names — with a token or without one: the acquire may have made its
+    worker there before it died — cannot be confirmed gone by any other provider, so its claim stays
+    and the sweep retries (ProviderNotConfigured) until the provider is configured again.
     """
     with failed_request():
         if lease.provider_token is not None:
@@ -34,8 +35,20 @@ def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadli
                     f" (with {cap_variable(lease.provider)}=0 it takes no new lease)",
                 )
             return providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
+        # The configured providers remove what they hold of it (an acquire may have failed over to one).
         notes = [provider.release(lease.lease_id, None, deadline) for provider in providers.in_order()]
+        if lease.provider not in providers.names:
+            raise ProviderNotConfigured(lease.provider, unconfigured_pending(lease))
         return "; ".join(note for note in notes if note) or None
+
+
+def unconfigured_pending(lease: Lease) -> str:
+    """Why a lease without a token, recorded on a provider PROVIDERS no longer names, cannot be ended yet."""
+    return (
+        f"lease {lease.lease_id} was being acquired on provider {lease.provider!r}, which PROVIDERS no longer"
+        " names: a worker made for it there cannot be removed or confirmed gone until that provider is"
+        f" configured again (with {cap_variable(lease.provider)}=0 it takes no new lease)"
+    )
 
 
 def release_claimed(

@@ -310,9 +310,9 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         The lease is read first; the write holds only if it still expires when it was read, so the
         reservation matches the extension exactly (a concurrent renew makes this one a 409, never a
         double reservation). A lease without a price renews as always; one without an owner reserves on the
-        shared owner's day. The release lag reserved at acquire moves with the expiry: only the time added
-        is reserved, on the admitted counter (refused past the budget) and, the lease's worker being kept,
-        on the firm one.
+        shared owner's day. The release lag reserved at acquire moves with the expiry: each day the lease
+        may now end on, the renewal's and any later one up to the new end of the lag, takes what the
+        lease's reservation on it grows by (`OwnerBudgets.renewal`), and days already over give theirs back.
         """
         item = self._read_item(lease_id)
         if budget.per_day is None or "cost_per_hour" not in item:
@@ -321,19 +321,24 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         start = math.ceil(now.timestamp())
         old_expiry = int(item["expires_epoch"]["N"])
         new_expiry = start + (ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"]))
-        extra = spend_micros(micros(float(item["cost_per_hour"]["N"])), new_expiry - old_expiry)
-        if extra <= 0:
+        if new_expiry <= old_expiry:
             return self.renew(lease_id, owner, ttl_seconds, now)
-        held, takes = budget.renewal(counters.held_by(item), lease_owner, extra, epoch(now))
+        rate, created = float(item["cost_per_hour"]["N"]), int(float(item["created_epoch"]["N"]))
+        renewing = budget.renewal(counters.held_by(item), lease_owner, rate, created, new_expiry, epoch(now))
         inputs = Inputs(
-            now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, seen_expiry=old_expiry, reweighed=held
+            now=epoch(now),
+            start=start,
+            owner=owner,
+            ttl_seconds=ttl_seconds,
+            seen_expiry=old_expiry,
+            reweighed=renewing.held,
         )
         update = {"Update": {**self._key(lease_id), **render(lifecycle.RENEW, inputs).request()}}
         try:
-            full = self._transact([update, *(counters.take(self._counters(), limit) for limit in takes)])
+            full = self._transact([update, *(counters.take(self._counters(), limit) for limit in renewing.limits)])
         except self._errors.ConditionalCheckFailedException as lost:
             raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
-        return takes[full] if full is not None else self.get(lease_id)
+        return renewing.limits[full] if full is not None else self.get(lease_id)
 
     # --- internals -----------------------------------------------------------------------------
 
@@ -373,9 +378,9 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         held: tuple[str, ...],
         ended: Lease | None = None,
     ) -> Lease | None:
-        """End a lease; with held counters the same transaction gives their slots back (then None), trues
-        its spend reservations up to what it billed (`budgets.returns`, `budgets.overspent`), and adds what
-        it cost to its owner's day in the usage table (`ended`: the lease as claimed, which had a worker)."""
+        """End a lease; with held counters the same transaction gives back their slots and reservations
+        (then None) and adds what it billed to its owner's day it ended on (`budgets.settlement`), as it
+        adds it to that day in the usage table (`ended`: the lease as claimed, which had a worker)."""
         spent = 0
         usage = None
         if ended is not None and ended.cost_per_hour is not None:
@@ -393,12 +398,8 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         final = transition.target or inputs.outcome
         try:
             if held:
-                returned = budgets.returns(held, spent)
-                gives = [counters.give_back(self._counters(), c, amount) for c, amount in returned.items() if amount]
-                beyond = [
-                    counters.take(self._counters(), extra) for extra in budgets.overspent(held, spent, epoch(now))
-                ]
-                self._transact([{"Update": update}, *gives, *beyond, *([usage] if usage else [])])
+                moves = [counters.take(self._counters(), move) for move in budgets.settlement(held, spent, epoch(now))]
+                self._transact([{"Update": update}, *moves, *([usage] if usage else [])])
                 return None
             response = self._call(
                 "UpdateItem", **update, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"

@@ -172,7 +172,7 @@ class RunPodProvider(Provider):
             answer = self._create_one(name, body, retry_until)
             if isinstance(answer, ProvisionedWorker) and above_ceiling(answer.cost_per_hour, lease):
                 seen.append(answer.cost_per_hour or 0.0)
-                self._delete_over_ceiling(lease.lease_id, answer)
+                self._delete_over_ceiling(lease.lease_id, answer, deadline)
                 refusals.append(
                     f"{gpu_id}: the pod bills {money(answer.cost_per_hour or 0.0)} USD/h, above max_cost_per_hour"
                 )
@@ -221,14 +221,14 @@ class RunPodProvider(Provider):
 
         return self._catalog.get(self._api.base_url, fetch)
 
-    def _delete_over_ceiling(self, lease_id: str, worker: ProvisionedWorker) -> None:
-        """A pod that bills above the ceiling is removed at once; if that cannot be confirmed, the lease
-        stays pending and the reconciler removes it."""
+    def _delete_over_ceiling(self, lease_id: str, worker: ProvisionedWorker, deadline: Deadline | None) -> None:
+        """A pod that bills above the ceiling is removed at once (within the acquire's deadline); if that
+        cannot be confirmed, the lease stays pending and the reconciler removes it."""
         logger.warning(
             "the pod bills above the request's ceiling; deleting it", extra={"pod": worker.token, "lease_id": lease_id}
         )
         try:
-            self.release(lease_id, worker.token)
+            self.release(lease_id, worker.token, deadline)
         except (ProviderRequestFailed, ProviderUnreachable) as error:
             raise WorkerOutcomeUnknown(
                 f"RunPod pod {worker.token} bills above the ceiling and was not removed: {error}"
@@ -273,15 +273,17 @@ class RunPodProvider(Provider):
             raise ProviderRequestFailed(f"RunPod answered HTTP {status}: {response.detail}")
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
-        """Terminate the pod (all pods of the lease when no token) and confirm it is gone."""
-        tokens = [token] if token else [pod["id"] for pod in self._pods_named(worker_name(lease_id))]
+        """Terminate the pod (all pods of the lease when no token) and confirm it is gone, by `deadline`:
+        every call (the listing, the DELETE, the confirming listing) and every wait for the API budget
+        ends by then, or the release fails (ProviderRequestFailed: its claim stays and the sweep retries)."""
+        tokens = [token] if token else [pod["id"] for pod in self._pods_named(worker_name(lease_id), deadline)]
         for pod_id in tokens:
-            response = self._idempotent("DELETE", f"/v2/pods/{pod_id}")
+            response = self._idempotent("DELETE", f"/v2/pods/{pod_id}", within=deadline)
             if response.status not in (204, 404):
                 raise ProviderRequestFailed(
                     f"RunPod would not terminate pod {pod_id}: HTTP {response.status} {response.detail}"
                 )
-            self._confirm_gone(pod_id, answered_at=time.monotonic())
+            self._confirm_gone(pod_id, answered_at=time.monotonic(), within=deadline)
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         """Every live pod named `lease-*`."""
@@ -293,7 +295,7 @@ class RunPodProvider(Provider):
                 token=pod["id"],
                 created_at=_parse_time(pod.get("createdAt")),
             )
-            for pod in self._list_pods()
+            for pod in self._list_pods(deadline)
             if str(pod.get("name", "")).startswith(WORKER_NAME_PREFIX)
         ]
 
@@ -341,7 +343,7 @@ class RunPodProvider(Provider):
         deadline = or_never(deadline)
         pod_id = token
         if pod_id is None:
-            pods = self._pods_named(worker_name(lease_id))
+            pods = self._pods_named(worker_name(lease_id), deadline)
             if not pods:
                 raise WorkerGone(f"RunPod holds no pod named {worker_name(lease_id)}")
             pod_id = str(pods[0]["id"])
@@ -364,26 +366,28 @@ class RunPodProvider(Provider):
             ready=self.pod_readiness(pod).state is ReadinessState.READY,
         )
 
-    def _confirm_gone(self, pod_id: str, answered_at: float) -> None:
+    def _confirm_gone(self, pod_id: str, answered_at: float, within: Deadline | None) -> None:
         """Gone once a listing asked for after the DELETE was answered no longer shows it (listPods leaves
-        out terminated pods); one listing serves every release waiting at the time."""
-        deadline = time.monotonic() + self._retry.release_confirm_seconds
+        out terminated pods); one listing serves every release waiting at the time. Gives up after the
+        policy's confirmation time or at the caller's deadline, whichever comes first."""
+        confirm_by = or_never(within).sooner(self._retry.release_confirm_seconds)
         attempt = 0
         after = answered_at
         while True:
-            if pod_id not in self._live_pod_ids(after):
+            if pod_id not in self._live_pod_ids(after, confirm_by):
                 return
             after = time.monotonic()
-            if time.monotonic() > deadline:
+            pause = min(1.0, 0.1 * 2**attempt)
+            if confirm_by.remaining() < pause:
                 raise ProviderRequestFailed(f"RunPod pod {pod_id} is still present after termination")
-            self._retry.sleep(min(1.0, 0.1 * 2**attempt))
+            self._retry.sleep(pause)
             attempt += 1
 
-    def _live_pod_ids(self, after: float) -> frozenset[str]:
+    def _live_pod_ids(self, after: float, within: Deadline | None = None) -> frozenset[str]:
         with self._listing_lock:
             if self._listing is None or self._listing[0] < after:
                 asked_at = time.monotonic()
-                self._listing = (asked_at, frozenset(str(pod.get("id")) for pod in self._list_pods()))
+                self._listing = (asked_at, frozenset(str(pod.get("id")) for pod in self._list_pods(within)))
             return self._listing[1]
 
     def _find_by_name(self, name: str) -> dict[str, Any] | None:
@@ -393,11 +397,11 @@ class RunPodProvider(Provider):
             return None
         return pods[0] if pods else None
 
-    def _pods_named(self, name: str) -> list[dict[str, Any]]:
-        return [pod for pod in self._list_pods() if pod.get("name") == name]
+    def _pods_named(self, name: str, within: Deadline | None = None) -> list[dict[str, Any]]:
+        return [pod for pod in self._list_pods(within) if pod.get("name") == name]
 
-    def _list_pods(self) -> list[dict[str, Any]]:
-        response = self._idempotent("GET", "/v2/pods")
+    def _list_pods(self, within: Deadline | None = None) -> list[dict[str, Any]]:
+        response = self._idempotent("GET", "/v2/pods", within=within)
         if response.status != 200 or not isinstance(response.body, dict):
             raise ProviderRequestFailed(f"RunPod would not list pods: HTTP {response.status} {response.detail}")
         return [pod for pod in response.body.get("pods", []) if pod.get("status") not in _GONE_STATUSES]
