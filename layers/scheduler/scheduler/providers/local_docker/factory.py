@@ -32,6 +32,7 @@ def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
         worker_port=settings.worker_port,
         host_address=urlparse(environment.get("DOCKER_HOST", "")).hostname,
         cost_per_hour=settings.local_docker_cost_per_hour,
+        retired=settings.docker_retired_hosts,
     )
 
 
