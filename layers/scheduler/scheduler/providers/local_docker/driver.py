@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
+from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
@@ -92,8 +93,8 @@ class LocalDockerProvider(Provider):
         """Create and start the lease's container; remove it again if the start fails."""
         if above_ceiling(self._cost_per_hour, lease):
             raise PriceAboveCeiling(
-                f"a container costs {self._cost_per_hour:g} USD/h (LOCAL_DOCKER_COST_PER_HOUR),"
-                f" above the request's max_cost_per_hour {lease.max_cost_per_hour:g}",
+                f"a container costs {money(self._cost_per_hour)} USD/h (LOCAL_DOCKER_COST_PER_HOUR),"
+                f" above the request's max_cost_per_hour {money(lease.max_cost_per_hour or 0)}",
                 self._cost_per_hour,
             )
         deadline = or_never(deadline)
