@@ -111,7 +111,7 @@ def _memory(**_: Any) -> DriverUnderTest:
 def _local_docker(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
     from devstack.docker_host import WORKER_IMAGES
     from scheduler.providers.local_docker import LocalDockerSettings
-    from scheduler.providers.local_docker.driver import from_settings
+    from scheduler.providers.local_docker.factory import from_settings
 
     env = request.getfixturevalue("docker_host").env()
 
@@ -170,7 +170,7 @@ def _local_docker_fleet(request: pytest.FixtureRequest, closed_port: int) -> Dri
 
     from devstack.docker_host import WORKER_IMAGES
     from scheduler.providers.local_docker import LocalDockerSettings
-    from scheduler.providers.local_docker.driver import fleet_from_settings
+    from scheduler.providers.local_docker.factory import fleet_from_settings
 
     engines = [request.getfixturevalue(name) for name in ("docker_host", "docs_style_host")]
 

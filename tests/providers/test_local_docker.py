@@ -31,7 +31,8 @@ from scheduler.providers.base import (
 )
 from scheduler.providers.docker_engine.client import connect
 from scheduler.providers.local_docker import LocalDockerSettings
-from scheduler.providers.local_docker.driver import LocalDockerProvider, from_settings
+from scheduler.providers.local_docker.driver import LocalDockerProvider
+from scheduler.providers.local_docker.factory import from_settings
 from scheduler.request_models import LeaseRequest
 
 IMAGES = {WorkerKind.RENDERER: WORKER_IMAGES["renderer"], WorkerKind.ANIM: WORKER_IMAGES["anim"]}

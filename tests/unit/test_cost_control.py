@@ -26,7 +26,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 
-from .builders import NOW, memory_provider, registry_of
+from .builders import NOW, memory_provider, new_lease, registry_of
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
 
@@ -90,6 +90,27 @@ def test_the_ceiling_and_the_cheapest_price_print_in_plain_decimal(store: LeaseS
 
     assert isinstance(outcome, NotAcquired)
     assert "within max_cost_per_hour 0.000001 (cheapest seen: 0.000002 USD/h)" in outcome.error.message
+
+
+def test_a_docker_hosts_ceiling_refusal_prints_prices_in_plain_decimal() -> None:
+    from scheduler.providers.base import PriceAboveCeiling
+    from scheduler.providers.local_docker.driver import LocalDockerProvider
+
+    def connect() -> object:
+        raise AssertionError("a worker above the ceiling is refused before the engine is asked")
+
+    docker = LocalDockerProvider(
+        connect,
+        {WorkerKind.RENDERER: "r"},
+        network="none",
+        worker_port=8080,
+        cost_per_hour=0.00002,
+    )
+
+    with pytest.raises(PriceAboveCeiling) as refused:
+        docker.provision(new_lease().replace(max_cost_per_hour=0.000001), {})
+
+    assert "costs 0.00002 USD/h" in str(refused.value) and "max_cost_per_hour 0.000001" in str(refused.value)
 
 
 @pytest.mark.parametrize("ceiling", [0, -1, "1.5", True, float("nan"), 10_001, 5e-324])

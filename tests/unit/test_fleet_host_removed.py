@@ -9,10 +9,13 @@ test runs on both moto and dynalite.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from docker.errors import NotFound
 
 from scheduler.config import Settings
 from scheduler.errors import ConfigurationError, ProviderFailed
@@ -30,12 +33,13 @@ from scheduler.providers.base import (
     Provider,
     ProviderRequestFailed,
     ProviderUnreachable,
+    Readiness,
     ReadinessState,
     WorkerGone,
     WorkerHostNotConfigured,
 )
 from scheduler.providers.configured import ConfiguredProviders
-from scheduler.providers.local_docker import LocalDockerSettings
+from scheduler.providers.local_docker import LocalDockerSettings, build
 from scheduler.providers.local_docker.fleet import DockerFleet, split_token
 from scheduler.providers.local_docker.hosts import DockerHostSpec
 from scheduler.providers.memory import MemoryProvider
@@ -143,15 +147,15 @@ def test_the_logs_of_a_lease_on_a_host_no_longer_configured_are_a_provider_error
     assert "Docker host b is not configured" in refused.value.message  # ProviderFailed: 502 provider_error
 
 
-def test_a_bare_token_from_before_the_fleet_is_still_looked_for_on_every_host() -> None:
+def test_a_bare_token_from_before_the_fleet_is_found_and_released_on_whichever_host_holds_it() -> None:
     a, b = memory_provider(), memory_provider()
     token = b.add_worker("lease-1", "c0ffee")
     b.output[token] = [LogLine(1, "hello")]
     fleet = DockerFleet([(SPEC_A, a), (SPEC_B, b)])
 
     assert [line.text for line in fleet.logs("lease-1", "c0ffee", LogQuery())] == ["hello"]
-    fleet.release("lease-1", "c0ffee")
-    assert a.release_calls == ["lease-1"] and b.release_calls == ["lease-1"] and b.workers == {}
+    assert fleet.release("lease-1", "c0ffee") is None
+    assert a.release_calls == [] and b.release_calls == ["lease-1"] and b.workers == {}
 
 
 def test_a_release_waiting_on_an_unconfigured_host_is_counted_by_host() -> None:
@@ -185,6 +189,19 @@ def test_a_read_of_an_active_lease_on_a_retired_host_ends_it_failed_with_that_re
     assert reason.count("retired by the operator") == 1, reason
 
 
+def test_the_reconciler_ends_active_leases_on_a_retired_host_saying_so(store: LeaseStore) -> None:
+    (lease,), a, b = leases_on_b(store)
+
+    report = reconcile(
+        store, registry(only_a(a, retired=("b",))), orphan_grace_seconds=0, pending_deadline_seconds=1, clock=later
+    )
+
+    stored = store.get(lease.lease_id)
+    assert report.ghosts_failed == [lease.lease_id] and stored.status is LeaseStatus.FAILED
+    assert "Docker host b was retired by the operator" in str(stored.failure_reason)
+    assert b.release_calls == []  # nobody asked: the operator vouched
+
+
 def test_a_worker_on_a_retired_host_is_gone_for_logs_and_readiness() -> None:
     fleet = only_a(memory_provider(), retired=("b",))
 
@@ -213,7 +230,7 @@ def test_retired_hosts_are_a_comma_list_of_host_names() -> None:
 # --- DOCKER_HOSTS unset again: the single DOCKER_HOST driver meets tokens recorded by the fleet ----------------------
 
 
-def _single_host(asked: list[str]) -> Provider:
+def _single_host(asked: list[str], retired: tuple[str, ...] = ()) -> Provider:
     from scheduler.providers.local_docker.driver import LocalDockerProvider
 
     def connect() -> Any:
@@ -221,7 +238,7 @@ def _single_host(asked: list[str]) -> Provider:
         raise ProviderUnreachable("no engine in a unit test")
 
     images = {WorkerKind.RENDERER: "r", WorkerKind.ANIM: "a"}
-    return LocalDockerProvider(connect=connect, images=images, network="none", worker_port=8080)
+    return LocalDockerProvider(connect=connect, images=images, network="none", worker_port=8080, retired=retired)
 
 
 def test_a_single_host_never_calls_a_fleet_hosts_worker_gone() -> None:
@@ -243,3 +260,64 @@ def test_a_single_host_takes_its_own_fleet_tokens_as_default() -> None:
     with pytest.raises(ProviderRequestFailed):
         _single_host(asked).release("lease-1", "default/c0ffee")
     assert asked == ["connect"]
+
+
+def test_retiring_a_fleet_host_is_honoured_after_going_back_to_a_single_docker_host() -> None:
+    settings = LocalDockerSettings.from_environ({"DOCKER_HOST": "tcp://127.0.0.1:9", "DOCKER_RETIRED_HOSTS": "gpu-b"})
+
+    note = build(settings).release("lease-1", "gpu-b/c0ffee")
+
+    assert note is not None and "Docker host gpu-b was retired by the operator" in note
+
+
+def test_a_single_hosts_reads_take_a_retired_hosts_worker_for_gone() -> None:
+    asked: list[str] = []
+    single = _single_host(asked, retired=("b",))
+
+    assert "retired" in str(single.stopped_reason("lease-1", "b/c0ffee"))
+    assert single.readiness("lease-1", "b/c0ffee").state is ReadinessState.FAILED
+    with pytest.raises(WorkerGone, match="retired"):
+        single.logs("lease-1", "b/c0ffee", LogQuery())
+    assert single.vouches_for("b/c0ffee")  # the reconciler may end its leases
+    assert asked == []
+
+
+def test_a_single_host_matches_its_own_fleet_tokens_to_its_listing() -> None:
+    single = _single_host([])
+
+    assert single.worker_key("default/c0ffee") == single.worker_key("c0ffee") == "c0ffee"
+    assert single.vouches_for("default/c0ffee")
+    assert single.worker_key("b/c0ffee") != "c0ffee" and not single.vouches_for("b/c0ffee")
+
+
+class _Engine:
+    """Just enough of a Docker engine for readiness: every container it holds is running."""
+
+    host, cert_dir, version_settled = "tcp://127.0.0.1:9", None, True
+
+    def __init__(self, containers: set[str]) -> None:
+        self.containers = containers
+        self.inspected: list[str] = []
+
+    @contextmanager
+    def within(self, deadline: object) -> Iterator[_Engine]:
+        yield self
+
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        self.inspected.append(container)
+        if container not in self.containers:
+            raise NotFound("no such container")
+        return {"State": {"Status": "running", "Running": True}}
+
+
+def test_one_worker_on_a_former_fleet_host_does_not_stop_the_single_hosts_readiness_pass() -> None:
+    from scheduler.providers.local_docker.driver import LocalDockerProvider
+
+    engine = _Engine({"c0ffee"})
+    single = LocalDockerProvider(lambda: engine, {WorkerKind.RENDERER: "r"}, network="none", worker_port=8080)
+
+    answers = single.readiness_of({"gpu-b/0ld": "lease-1", "c0ffee": "lease-2", "default/gone": "lease-3"})
+
+    assert answers == {"c0ffee": Readiness.ready(), "default/gone": answers["default/gone"]}
+    assert answers["default/gone"].state is ReadinessState.FAILED
+    assert engine.inspected == ["c0ffee", "gone"]  # the other host's worker left unanswered, never asked

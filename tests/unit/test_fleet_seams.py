@@ -50,7 +50,7 @@ def test_a_fleet_hosts_slot_is_given_back_when_budgets_reweigh_the_lease(budget_
 
 def test_a_fleet_charges_the_configured_local_docker_rate() -> None:
     from scheduler.providers.local_docker import LocalDockerSettings
-    from scheduler.providers.local_docker.driver import fleet_from_settings
+    from scheduler.providers.local_docker.factory import fleet_from_settings
     from scheduler.providers.local_docker.hosts import parse_hosts
 
     hosts = parse_hosts('[{"name":"a","host":"tcp://127.0.0.1:1"}]')

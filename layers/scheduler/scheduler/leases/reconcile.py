@@ -80,13 +80,20 @@ def reconcile(
     report.live_by_provider.update(lease.provider for lease in live.values())
     _index_starting(store, live.values(), report)
 
+    def key(provider_name: str, token: str | None) -> str | None:
+        # A lease's token and the listing's may differ in form for one worker (`Provider.worker_key`).
+        return None if token is None else providers.get(provider_name).worker_key(token)
+
     for provider_name, listed in workers.items():
         for worker in listed:
             lease = live.get(worker.lease_id)
             owned = lease is not None and (
                 lease.status == LeaseStatus.PENDING
                 or lease.status == LeaseStatus.RELEASING
-                or (lease.provider == provider_name and lease.provider_token == worker.token)
+                or (
+                    lease.provider == provider_name
+                    and key(provider_name, lease.provider_token) == key(provider_name, worker.token)
+                )
             )
             if owned or now - worker.created_at < timedelta(seconds=orphan_grace_seconds):
                 continue
@@ -103,7 +110,7 @@ def reconcile(
             )
 
     pending_deadline = now - timedelta(seconds=pending_deadline_seconds)
-    by_token = {name: {worker.token: worker for worker in listed} for name, listed in workers.items()}
+    by_key = {name: {key(name, worker.token): worker for worker in listed} for name, listed in workers.items()}
 
     def fail(lease: Lease, done: list[str], token: str | None, reason: str) -> None:
         _fail(lease, store, providers, clock, done, report, token=token, reason=reason, deadline=deadline)
@@ -114,13 +121,13 @@ def reconcile(
         settled = lease.created_at <= listed_at - timedelta(seconds=pending_deadline_seconds)
         try:
             if lease.status == LeaseStatus.ACTIVE and lease.provider in workers:
-                own = by_token[lease.provider].get(lease.provider_token or "")
+                own = by_key[lease.provider].get(key(lease.provider, lease.provider_token))
                 if own is None and settled and providers.get(lease.provider).vouches_for(lease.provider_token):
                     vanished = f"the worker vanished: {lease.provider} no longer lists it"
                     fail(lease, report.ghosts_failed, lease.provider_token, vanished)
                 elif own is not None and own.stopped_reason:
                     # The lease's own worker, listed as stopped: evidence, not absence, so no settling is needed.
-                    fail(lease, report.stopped_failed, own.token, own.stopped_reason)
+                    fail(lease, report.stopped_failed, lease.provider_token, own.stopped_reason)
             elif lease.status == LeaseStatus.PENDING and lease.created_at <= pending_deadline:
                 if lease.provider not in providers.names:
                     # Its worker may run there: leave it pending (visible; the sweep keeps it releasing from

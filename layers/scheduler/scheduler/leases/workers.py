@@ -15,15 +15,18 @@ from scheduler.store import Claim, LeaseStateChanged, LeaseStore
 logger = Logger(child=True)
 
 
-def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None) -> str | None:
+def remove_worker(
+    lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None, held: tuple[str, ...] = ()
+) -> str | None:
     """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not. Returns why
     it counts as gone when the provider did not see it removed (an operator retired its host), else None.
 
     A lease that never got a token (a crash or timeout before `active`) may have a worker on any
-    configured provider, found by its lease id, so every provider is asked. A lease recorded on a
-    provider PROVIDERS no longer names — with a token or without one: the acquire may have made its
-    worker there before it died — cannot be confirmed gone by any other provider, so its claim stays
-    and the sweep retries (ProviderNotConfigured) until the provider is configured again.
+    configured provider, found by its lease id, so every provider is asked; where the lease `held` a slot a
+    provider took for it (a fleet host's), that provider looks there (`Provider.placement_token`). A lease
+    recorded on a provider PROVIDERS no longer names — with a token or without one: the acquire may have made
+    its worker there before it died — cannot be confirmed gone by any other provider, so its claim stays and
+    the sweep retries (ProviderNotConfigured) until the provider is configured again.
     """
     with failed_request():
         if lease.provider_token is not None:
@@ -36,7 +39,10 @@ def remove_worker(lease: Lease, providers: ConfiguredProviders, deadline: Deadli
                 )
             return providers.get(lease.provider).release(lease.lease_id, lease.provider_token, deadline)
         # The configured providers remove what they hold of it (an acquire may have failed over to one).
-        notes = [provider.release(lease.lease_id, None, deadline) for provider in providers.in_order()]
+        notes = [
+            provider.release(lease.lease_id, provider.placement_token(held), deadline)
+            for provider in providers.in_order()
+        ]
         if lease.provider not in providers.names:
             raise ProviderNotConfigured(lease.provider, unconfigured_pending(lease))
         return "; ".join(note for note in notes if note) or None
@@ -56,7 +62,7 @@ def release_claimed(
 ) -> Lease:
     """Remove the claimed lease's worker, then record the outcome the claim names (and, when the worker
     counts as gone on an operator's word, why, after any reason the claim recorded)."""
-    note = remove_worker(claim.lease, providers, deadline)
+    note = remove_worker(claim.lease, providers, deadline, claim.held_counters)
     previous = claim.lease.failure_reason
     reason = None if not note or note == previous else (f"{previous}; {note}" if previous else note)
     try:

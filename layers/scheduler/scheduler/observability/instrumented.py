@@ -92,6 +92,12 @@ class InstrumentedProvider(Provider):
     def vouches_for(self, token: str | None) -> bool:
         return self._inner.vouches_for(token)
 
+    def worker_key(self, token: str) -> str:
+        return self._inner.worker_key(token)
+
+    def placement_token(self, held: tuple[str, ...]) -> str | None:
+        return self._inner.placement_token(held)
+
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         with provider_span(self._tracing, "stopped_workers", self.name, {}):
             return self._inner.stopped_workers(deadline)

@@ -229,8 +229,25 @@ class Provider(ABC):
     def vouches_for(self, token: str | None) -> bool:
         """Whether the last `list_managed` covered where the worker `token` lives (its absence there is
         evidence). Default: True. A provider of several hosts lists what it can and says here which
-        workers it could not see, so the reconciler judges no lease on a host it could not list."""
+        workers it could not see, so the reconciler judges no lease on a host it could not list (nor on a
+        host it is not configured with; a host an operator retired is covered by the operator's word)."""
         return True
+
+    def worker_key(self, token: str) -> str:
+        """What a lease's recorded `token` and the token `list_managed` lists for the same worker have in
+        common: the reconciler matches leases to the listing by it. Default: the token itself. A provider
+        whose tokens changed form (local-docker: a bare container id on one host, `<host>/<id>` on a
+        fleet) maps every form of one worker's token to one key, so no worker is taken for an orphan,
+        nor its lease for a ghost, for the form its token was recorded in."""
+        return token
+
+    def placement_token(self, held: tuple[str, ...]) -> str | None:
+        """For a lease that never recorded its worker's token (its acquire died, or could not tell whether
+        a worker was made): the token `release` takes, from the counters the provider took for the lease
+        itself (`ProvisionedWorker.held`, kept in its `held_counters`), so the release asks where the
+        worker was being placed, and only that place may confirm it gone. Default None: `release(lease_id,
+        None)` finds the worker by its lease id."""
+        return None
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed workers that no longer run, from one cheap call (the sweep asks every minute).

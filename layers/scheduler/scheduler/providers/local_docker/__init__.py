@@ -70,7 +70,7 @@ USES_STORE = True
 
 def build(settings: LocalDockerSettings, store: LeaseStore | None = None) -> Provider:
     """The driver (imports the Docker SDK): one host, or a fleet when DOCKER_HOSTS is set."""
-    from scheduler.providers.local_docker.driver import fleet_from_settings, from_settings
+    from scheduler.providers.local_docker.factory import fleet_from_settings, from_settings
 
     if not settings.docker_hosts:
         return from_settings(settings)

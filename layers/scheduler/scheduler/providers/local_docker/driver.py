@@ -5,20 +5,18 @@ This module (with `docker_engine/`, how it connects) is the only code that speak
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from threading import Lock
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import requests
 from aws_lambda_powertools import Logger
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
+from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
@@ -42,15 +40,14 @@ from scheduler.providers.base import (
     worker_name,
 )
 from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
-from scheduler.providers.docker_engine.client import EngineClient, connect, forget_negotiated, negotiate
+from scheduler.providers.docker_engine.client import EngineClient, forget_negotiated, negotiate
 from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsMaterialError
-from scheduler.providers.local_docker import NAME, LocalDockerSettings
-from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec
+from scheduler.providers.local_docker import NAME
 from scheduler.providers.local_docker.states import STOPPED_STATES, is_stopped, readiness_from_state, reason_from_state
+from scheduler.providers.local_docker.tokens import SingleHostTokens, placement_token
 
-if TYPE_CHECKING:  # the acquire function imports this driver at init: the fleet and log reading load when used
-    from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
+if TYPE_CHECKING:  # the acquire function imports this driver at init: log reading loads when used
     from scheduler.request_models import LeaseRequest
     from scheduler.worker_logs import LogLine, LogQuery
 
@@ -61,72 +58,6 @@ _GONE_POLL_SECONDS = 10.0
 _CLEANUP_MIN_SECONDS = 1.0
 _GPU_REFUSALS = ("could not select device driver", "nvidia", "gpu")
 _CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
-
-
-def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
-    """Build the driver from the `DOCKER_*` settings, or from the TLS secret when running in AWS."""
-    images = {WorkerKind.RENDERER: settings.renderer_image, WorkerKind.ANIM: settings.anim_image}
-    environment = settings.docker_environment()
-    if settings.docker_tls_secret_arn:
-        environment.update(_tls_environment_from_secret(settings.docker_tls_secret_arn))
-    return LocalDockerProvider(
-        connect=lambda: connect(environment, api_version=settings.docker_api_version),
-        images=images,
-        network=settings.docker_network,
-        worker_port=settings.worker_port,
-        host_address=urlparse(environment.get("DOCKER_HOST", "")).hostname,
-        cost_per_hour=settings.local_docker_cost_per_hour,
-    )
-
-
-def fleet_from_settings(settings: LocalDockerSettings, slots: HostSlots | None = None) -> DockerFleet:
-    """A fleet: one driver per DOCKER_HOSTS entry (TLS from its cert_path, or from the secret in AWS)."""
-    from scheduler.providers.local_docker.fleet import DockerFleet
-
-    images = {WorkerKind.RENDERER: settings.renderer_image, WorkerKind.ANIM: settings.anim_image}
-    members: list[tuple[DockerHostSpec, Provider]] = []
-    for spec in settings.fleet():
-        environment = spec.docker_environment()
-        if settings.docker_tls_secret_arn and not spec.cert_path:
-            environment.update(_tls_environment_from_secret(settings.docker_tls_secret_arn, host=spec.name))
-            environment["DOCKER_HOST"] = spec.host
-
-        def connect_to(environment: dict[str, str] = environment) -> EngineClient:
-            return connect(environment, api_version=settings.docker_api_version)
-
-        member = LocalDockerProvider(
-            connect=connect_to,
-            images=images,
-            network=settings.docker_network,
-            worker_port=settings.worker_port,
-            host_address=urlparse(spec.host).hostname,
-            cost_per_hour=settings.local_docker_cost_per_hour,
-        )
-        members.append((spec, member))
-    return DockerFleet(members, slots, retired=settings.docker_retired_hosts)
-
-
-def _tls_environment_from_secret(secret_arn: str, host: str | None = None) -> dict[str, str]:
-    """Write the Docker TLS material from Secrets Manager to /tmp once per cold start.
-
-    For a fleet host, its own PEMs under `hosts.<name>` if the secret has them, else the shared ones.
-    """
-    from aws_lambda_powertools.utilities import parameters
-
-    secret = parameters.get_secret(secret_arn, transform="json", max_age=3600)
-    if host is not None and isinstance(secret, dict) and isinstance(secret.get("hosts"), dict):
-        secret = secret["hosts"].get(host) or secret
-    if not isinstance(secret, dict) or not {"ca", "cert", "key"} <= secret.keys():
-        raise ProviderUnreachable("the Docker TLS secret must hold JSON keys ca, cert and key")
-    directory = Path(tempfile.mkdtemp(prefix="docker-tls-"))
-    for name, key in (("ca.pem", "ca"), ("cert.pem", "cert"), ("key.pem", "key")):
-        path = directory / name
-        path.write_text(str(secret[key]))
-        path.chmod(0o600)
-    environment = {"DOCKER_CERT_PATH": str(directory), "DOCKER_TLS_VERIFY": "1"}
-    if secret.get("host"):
-        environment["DOCKER_HOST"] = str(secret["host"])
-    return environment
 
 
 class LocalDockerProvider(Provider):
@@ -142,6 +73,7 @@ class LocalDockerProvider(Provider):
         worker_port: int,
         host_address: str | None = None,
         cost_per_hour: float = 0.0,
+        retired: Iterable[str] = (),
     ) -> None:
         self._connect = connect
         self._client: EngineClient | None = None
@@ -151,6 +83,7 @@ class LocalDockerProvider(Provider):
         self._worker_port = worker_port
         self._host_address = host_address or "127.0.0.1"
         self._cost_per_hour = float(cost_per_hour)
+        self._tokens = SingleHostTokens(retired)
 
     def available(self, request: LeaseRequest) -> bool:
         """CPU and single-GPU (`entry`) workers only; `mid`/`high` need a GPU cloud."""
@@ -160,8 +93,8 @@ class LocalDockerProvider(Provider):
         """Create and start the lease's container; remove it again if the start fails."""
         if above_ceiling(self._cost_per_hour, lease):
             raise PriceAboveCeiling(
-                f"a container costs {self._cost_per_hour:g} USD/h (LOCAL_DOCKER_COST_PER_HOUR),"
-                f" above the request's max_cost_per_hour {lease.max_cost_per_hour:g}",
+                f"a container costs {money(self._cost_per_hour)} USD/h (LOCAL_DOCKER_COST_PER_HOUR),"
+                f" above the request's max_cost_per_hour {money(lease.max_cost_per_hour or 0)}",
                 self._cost_per_hour,
             )
         deadline = or_never(deadline)
@@ -220,16 +153,20 @@ class LocalDockerProvider(Provider):
         """Every container costs LOCAL_DOCKER_COST_PER_HOUR."""
         return self._cost_per_hour
 
-    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
+    def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> str | None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
+        retired = self._tokens.retired_reason(token)
+        if retired is not None:
+            logger.warning("worker on a retired Docker host counted as gone", extra={"token": token})
+            return retired
         deadline = or_never(deadline)
-        reference = self._container(lease_id, token)
+        reference = self._tokens.container(lease_id, token)
         client = self._api_for_cleanup(deadline)
         with client.within(deadline):
             try:
                 client.remove_container(reference, force=True)
             except NotFound:
-                return
+                return None
             except APIError as error:
                 if error.status_code != 409:  # 409: a removal is already in progress; confirm below
                     raise ProviderRequestFailed(
@@ -238,6 +175,7 @@ class LocalDockerProvider(Provider):
             except _CONNECTION_ERRORS as error:
                 raise ProviderRequestFailed(f"cannot remove {reference}: {self._describe(client, error)}") from error
             self._wait_until_gone(client, reference, deadline)
+        return None
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         """Every container carrying our managed label, running or not (stopped ones with the reason)."""
@@ -275,9 +213,12 @@ class LocalDockerProvider(Provider):
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
         """One inspect: why the container no longer serves (stopped or gone), or None while it runs (or while it
         cannot tell: a worker on a Docker host that is not configured)."""
+        retired = self._tokens.retired_reason(token)
+        if retired is not None:
+            return retired
         deadline = or_never(deadline)
         try:
-            token = self._container(lease_id, token)
+            token = self._tokens.container(lease_id, token)
         except WorkerHostNotConfigured:
             return None
         client = self._api_for_cleanup(deadline)
@@ -292,8 +233,11 @@ class LocalDockerProvider(Provider):
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One inspect: ready when running (and healthy, if the image has a HEALTHCHECK); failed if stopped or gone."""
+        retired = self._tokens.retired_reason(token)
+        if retired is not None:
+            return Readiness.failed(retired)
         deadline = or_never(deadline)
-        token = self._container(lease_id, token)
+        token = self._tokens.container(lease_id, token)
         client = self._api_for_cleanup(deadline)
         with client.within(deadline):
             try:
@@ -309,8 +253,11 @@ class LocalDockerProvider(Provider):
     ) -> list[LogLine]:
         """The container's stdout and stderr (by id, or by its lease name); WorkerGone once it is removed, or
         while the engine removes it (409: it serves no logs of a container marked for removal, or dead)."""
+        retired = self._tokens.retired_reason(token)
+        if retired is not None:
+            raise WorkerGone(retired)
         deadline = or_never(deadline)
-        reference = self._container(lease_id, token)
+        reference = self._tokens.container(lease_id, token)
         client = self._api_for_cleanup(deadline)
         with client.within(deadline):
             try:
@@ -332,29 +279,33 @@ class LocalDockerProvider(Provider):
                     f"cannot read the logs of {reference}: {self._describe(client, error)}"
                 ) from error
 
+    def readiness_of(self, workers: Mapping[str, str], deadline: Deadline | None = None) -> dict[str, Readiness]:
+        """One inspect per worker. A worker on another host (a fleet token from a host that is not configured)
+        is left unanswered, never failing the others; the first failure to ask the engine ends the pass
+        (the rest unanswered), and fails it when nothing was answered yet."""
+        answered: dict[str, Readiness] = {}
+        for token, lease_id in workers.items():
+            try:
+                answered[token] = self.readiness(lease_id, token, deadline)
+            except WorkerHostNotConfigured:
+                continue
+            except ProviderRequestFailed:
+                if not answered:
+                    raise
+                break
+        return answered
+
     def vouches_for(self, token: str | None) -> bool:
-        """Not for a fleet token (`<host>/<id>`, recorded while DOCKER_HOSTS was set): the listing's bare ids
-        never match it, so its absence from them says nothing."""
-        return "/" not in (token or "")
+        return self._tokens.vouches_for(token)
+
+    def worker_key(self, token: str) -> str:
+        return self._tokens.worker_key(token)
+
+    def placement_token(self, held: tuple[str, ...]) -> str | None:
+        """A token-less lease placed on a fleet host (while DOCKER_HOSTS was set) is that host's to confirm."""
+        return placement_token(held)
 
     # --- internals -------------------------------------------------------------------------------
-
-    def _container(self, lease_id: str, token: str | None) -> str:
-        """The container a token names here (no token: the lease's by name). A fleet token, recorded while
-        DOCKER_HOSTS was set, is this host's under the name DOCKER_HOST had in the fleet; a worker on any other
-        host is not this host's to remove, read or call gone (WorkerHostNotConfigured)."""
-        if token is None:
-            return worker_name(lease_id)
-        host, separator, container = token.partition("/")
-        if not separator:
-            return token
-        if host == DEFAULT_HOST_NAME:
-            return container
-        raise WorkerHostNotConfigured(
-            host,
-            f"Docker host {host} is not configured (DOCKER_HOSTS is not set); its worker {token} cannot be reached"
-            " until the fleet names it again, or names it in DOCKER_RETIRED_HOSTS once it is gone",
-        )
 
     def _ready_at_start(self, client: EngineClient, container_id: str) -> bool:
         """Right after start: ready unless the image's HEALTHCHECK has not passed yet (or the inspect failed:

@@ -3,8 +3,14 @@ free slots that can serve it, each host's cap atomic, a host that does not answe
 
 Each host is driven by its own single-host driver (`driver.LocalDockerProvider`, or any `Provider`
 in tests). A worker's token is `<host name>/<container id>`, so the lease records its host and every
-later call (release, stopped_reason, the reconciler) goes to that host. A bare token (a lease made
-before the fleet) is looked for on every host.
+later call (release, stopped_reason, the reconciler) goes to that host (`tokens.py`).
+
+A bare token (a lease made before the fleet) names a worker on the old single DOCKER_HOST, which joins
+the fleet as host `default`. It is looked for on every host (the operator may have listed the old host
+under another name), but only host `default` can say it is gone: not found anywhere, it counts as gone
+when `default` is configured (and answers) or retired, and otherwise waits like a worker on any host that
+is no longer configured. A lease that never recorded a token but holds a host's slot is looked for on
+that host (`placement_token`), which alone may say it is gone.
 
 A token naming a host no longer in DOCKER_HOSTS is never looked for elsewhere: only its own host can
 confirm its worker gone. Until the host is configured again its release fails (WorkerHostNotConfigured,
@@ -42,7 +48,14 @@ from scheduler.providers.base import (
     WorkerOutcomeUnknown,
 )
 from scheduler.providers.local_docker import NAME
-from scheduler.providers.local_docker.hosts import DockerHostSpec, DownHosts
+from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec, DownHosts
+from scheduler.providers.local_docker.tokens import (
+    container_id,
+    host_token,
+    placement_token,
+    retired_reason,
+    split_token,
+)
 from scheduler.worker_logs import LogLine, LogQuery
 
 if TYPE_CHECKING:  # only the acquire path builds one
@@ -51,7 +64,6 @@ if TYPE_CHECKING:  # only the acquire path builds one
 logger = Logger(child=True)
 
 HOST_ATTEMPT_SECONDS = 6.0
-SEPARATOR = "/"
 
 
 class HostSlots(Protocol):
@@ -62,17 +74,6 @@ class HostSlots(Protocol):
 
     def move(self, lease_id: str, give_back: str | None, take: tuple[str, int | None] | None) -> bool:
         """Move a pending lease's host slot; False when the host to take is full."""
-
-
-def host_token(host: str, token: str) -> str:
-    """The token a fleet lease records: `<host>/<container id>`."""
-    return f"{host}{SEPARATOR}{token}"
-
-
-def split_token(token: str) -> tuple[str | None, str]:
-    """(host, container id) of a fleet token; (None, token) for a bare one."""
-    host, separator, rest = token.partition(SEPARATOR)
-    return (host, rest) if separator else (None, token)
 
 
 class DockerFleet(Provider):
@@ -157,23 +158,22 @@ class DockerFleet(Provider):
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> str | None:
         host, bare = split_token(token) if token else (None, None)
-        if host is not None:
-            if host in self.retired:
-                logger.warning("worker on a retired Docker host counted as gone", extra={"host": host, "token": token})
-                return retired_reason(host)
-            # Bounded per host: a hung host must not hold a sweep thread for the whole run.
-            return self._member_holding(host, str(token), "removed").release(
-                lease_id, bare, self._host_deadline(deadline)
-            )
-        failures = []
-        for spec in self.specs:  # no token, or one from before the fleet: look on every host
-            try:
-                self._members[spec.name].release(lease_id, bare, self._host_deadline(deadline))
-            except (ProviderRequestFailed, ProviderUnreachable) as error:
-                failures.append(f"{spec.name}: {error}")
-        if failures:
-            raise ProviderRequestFailed("; ".join(failures))
-        return None
+        if bare and host is None:
+            return self._release_bare(lease_id, bare, deadline)
+        note = None
+        if host in self.retired:
+            logger.warning("worker on a retired Docker host counted as gone", extra={"host": host, "token": token})
+            note = retired_reason(str(host))
+            if bare:
+                return note
+        elif host is not None:
+            member = self._member_holding(host, str(token) if bare else f"of lease {lease_id}", "removed")
+            if bare:  # bounded per host: a hung host must not hold a sweep thread for the whole run
+                return member.release(lease_id, bare, self._host_deadline(deadline))
+        # No token, or only the host it was placed on (`placement_token`), confirmed there or retired: the
+        # worker, if any was made, by the lease's name on every host (one tried before may hold it too).
+        self._release_everywhere(lease_id, None, deadline)
+        return note
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         workers: list[ManagedWorker] = []
@@ -201,11 +201,23 @@ class DockerFleet(Provider):
 
     def vouches_for(self, token: str | None) -> bool:
         """Whether the last listing covered the host this token's worker lives on (never a host that is not
-        configured: it was not listed at all, so a worker missing from the listing says nothing)."""
-        host, _ = split_token(token or "")
-        if host is None:
+        configured: it was not listed at all, so a worker missing from the listing says nothing). A retired
+        host is covered by the operator's word. A bare token's worker may be on any host, and only host
+        `default` (the old DOCKER_HOST) can have it unlisted for being gone."""
+        if token is None:
             return not self.unlisted
-        return host in self._members and host not in self.unlisted
+        host, _ = split_token(token)
+        if host is None:
+            return (DEFAULT_HOST_NAME in self._members or DEFAULT_HOST_NAME in self.retired) and not self.unlisted
+        return host in self.retired or (host in self._members and host not in self.unlisted)
+
+    def worker_key(self, token: str) -> str:
+        """The container id: the listing names `<host>/<id>`, a lease made before the fleet the bare id."""
+        return container_id(token)
+
+    def placement_token(self, held: tuple[str, ...]) -> str | None:
+        """`<host>/` for the host whose slot a token-less lease holds: its worker, if made, is there."""
+        return placement_token(held)
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         stopped: list[StoppedWorker] = []
@@ -284,6 +296,10 @@ class DockerFleet(Provider):
                 return self._members[spec.name].logs(lease_id, bare, query, self._host_deadline(deadline))
             except WorkerGone:
                 continue
+        if bare and DEFAULT_HOST_NAME not in self._members:  # made before the fleet, on the old DOCKER_HOST
+            if DEFAULT_HOST_NAME in self.retired:
+                raise WorkerGone(retired_reason(DEFAULT_HOST_NAME))
+            raise self._old_host_not_configured(lease_id, bare, "read")
         raise WorkerGone(f"no Docker host of the fleet holds the worker of lease {lease_id}")
 
     def _placement(
@@ -305,24 +321,66 @@ class DockerFleet(Provider):
     def _host_deadline(self, deadline: Deadline | None) -> Deadline:
         return or_never(deadline).sooner(self._attempt_seconds * 2)
 
-    def _member_holding(self, host: str, token: str, done: str) -> Provider:
+    def _member_holding(self, host: str, worker: str, done: str) -> Provider:
         """The driver of the host a worker lives on; WorkerHostNotConfigured when the fleet no longer has it."""
         member = self._members.get(host)
         if member is None:
             raise WorkerHostNotConfigured(
                 host,
-                f"Docker host {host} is not configured (DOCKER_HOSTS); its worker {token} cannot be {done}"
+                f"Docker host {host} is not configured (DOCKER_HOSTS); its worker {worker} cannot be {done}"
                 " until it is configured again, or named in DOCKER_RETIRED_HOSTS once it is gone",
             )
         return member
 
+    def _release_everywhere(self, lease_id: str, bare: str | None, deadline: Deadline | None) -> None:
+        """Remove the worker (by id, or by the lease's name) on every host; each confirms it gone there."""
+        failures = []
+        for spec in self.specs:
+            try:
+                self._members[spec.name].release(lease_id, bare, self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable) as error:
+                failures.append(f"{spec.name}: {error}")
+        if failures:
+            raise ProviderRequestFailed("; ".join(failures))
 
-def retired_reason(host: str) -> str:
-    """Why a worker on a retired host counts as gone (recorded on its lease)."""
-    return (
-        f"Docker host {host} was retired by the operator (DOCKER_RETIRED_HOSTS): its worker counts as gone,"
-        " not confirmed removed by the host"
-    )
+    def _release_bare(self, lease_id: str, bare: str, deadline: Deadline | None) -> str | None:
+        """A worker made before the fleet, on the old DOCKER_HOST (host `default`): removed wherever it is
+        found; not found, it is gone only on `default`'s word (configured) or the operator's (retired)."""
+        if DEFAULT_HOST_NAME in self._members:
+            self._release_everywhere(lease_id, bare, deadline)
+            return None
+        holder = self._holder_of(bare, deadline)
+        if holder is not None:
+            self._members[holder].release(lease_id, bare, self._host_deadline(deadline))
+            return None
+        if DEFAULT_HOST_NAME in self.retired:
+            logger.warning("worker on a retired Docker host counted as gone", extra={"host": DEFAULT_HOST_NAME})
+            return retired_reason(DEFAULT_HOST_NAME)
+        raise self._old_host_not_configured(lease_id, bare, "removed")
+
+    def _holder_of(self, bare: str, deadline: Deadline | None) -> str | None:
+        """The configured host that lists the container `bare` (None: none does; ProviderRequestFailed when
+        a host that may hold it cannot be listed)."""
+        failures = []
+        for spec in self.specs:
+            try:
+                listed = self._members[spec.name].list_managed(self._host_deadline(deadline))
+            except (ProviderRequestFailed, ProviderUnreachable) as error:
+                failures.append(f"{spec.name}: {error}")
+                continue
+            if any(worker.token == bare for worker in listed):
+                return spec.name
+        if failures:
+            raise ProviderRequestFailed(f"cannot tell which Docker host holds {bare}: {'; '.join(failures)}")
+        return None
+
+    def _old_host_not_configured(self, lease_id: str, bare: str, done: str) -> WorkerHostNotConfigured:
+        return WorkerHostNotConfigured(
+            DEFAULT_HOST_NAME,
+            f"the worker {bare} of lease {lease_id} was made on the single DOCKER_HOST before DOCKER_HOSTS, and no"
+            f" host of the fleet holds it: it cannot be {done} until DOCKER_HOST is set again (it joins the fleet"
+            f" as host {DEFAULT_HOST_NAME}), or {DEFAULT_HOST_NAME} is named in DOCKER_RETIRED_HOSTS once it is gone",
+        )
 
 
 def _serves(spec: DockerHostSpec, gpu: str, region: str | None) -> bool:
