@@ -1,0 +1,160 @@
+"""What the use cases need from the lease store: one interface, two implementations.
+
+`store.LeaseStore` keeps leases in DynamoDB (every state change one conditional write or transaction);
+`store.memory.MemoryLeaseStore` keeps them in a dict under a lock, for the use cases' fast tests. Both
+pass `tests/unit/test_store.py` and the other store contract tests. The use cases name only this
+interface, so a rule of theirs can be tested without any database.
+
+Every state change follows a transition of `scheduler.lifecycle`, and its refusals are the same on both:
+LeaseNotFound, NotLeaseOwner and LeaseConflict for what a caller is told; LeaseStateChanged (or None)
+where another actor won the lease first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.lifecycle import LeaseStatus
+    from scheduler.models import Lease, ListFilter
+    from scheduler.providers.base import ProvisionedWorker
+    from scheduler.store.api_budget import QuotaWindow, Reserve
+    from scheduler.store.counters import CounterState, Limit
+    from scheduler.store.items import Item
+    from scheduler.store.leases import Claim
+    from scheduler.store.usage import UsageRow
+
+
+class LeaseReadsPort(Protocol):
+    """Reading leases: one by id, the listing, and the sweep's and reconciler's views of the live ones."""
+
+    def get(self, lease_id: str) -> Lease:
+        """The lease (ended ones too, for their retention); LeaseNotFound otherwise."""
+
+    def held_counters(self, lease_id: str) -> tuple[str, ...]:
+        """The counter entries the lease holds now."""
+
+    def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
+        """One page of the live listing and the token of the next (None: done; a page may be short)."""
+
+    def live_leases(self) -> Iterator[Lease]:
+        """Every live lease (pending, active, releasing)."""
+
+    def starting_leases(self) -> Iterator[Lease]:
+        """The active leases whose worker is still starting."""
+
+    def due_leases(self, now: datetime, limit: int = 500) -> Iterator[Lease]:
+        """Live leases past their due time (expiry, or a stale claim's deadline), at most `limit`."""
+
+    def live_holds(self) -> list[tuple[str, ...]]:
+        """The held counter entries of every live lease (what the counters should add up to)."""
+
+
+class LeaseWritesPort(Protocol):
+    """The lease's state changes, each a transition of `scheduler.lifecycle`."""
+
+    def create_pending(self, lease: Lease, limits: Sequence[Limit] = ()) -> Limit | None:
+        """Record the lease `pending` with a slot of each limit; the full limit instead (nothing written)."""
+
+    def move_slot(
+        self, lease_id: str, held: tuple[str, ...], give_back: str | None, take: Limit | None
+    ) -> tuple[str, ...] | Limit:
+        """Move a pending lease's slot from one counter to another; the full limit instead."""
+
+    def activate(
+        self,
+        lease_id: str,
+        provider: str,
+        worker: ProvisionedWorker,
+        now: datetime | None = None,
+        reweighed: Reweighing | None = None,
+    ) -> Lease | Limit:
+        """`pending` → `active` with its worker (budgets re-weighed); the budget that would not take it."""
+
+    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> bool:
+        """End a pending lease `failed`, giving its slots back; False if it is no longer pending."""
+
+    def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
+        """The caller's claim on an active lease (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
+
+    def claim_due(self, lease_id: str, now: datetime) -> Claim | None:
+        """The sweep's claim on a lease past its due time; None if another actor has it."""
+
+    def claim_failed(
+        self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None, reason: str | None = None
+    ) -> Claim | None:
+        """A claim ending the lease `failed` (its worker stopped or vanished); None if it changed meanwhile."""
+
+    def reclaim_ttl_deleted(self, old_image: Item, now: datetime) -> Claim | None:
+        """Put back a live lease TTL deleted (its stream image), claimed for release as `expired`; None if back."""
+
+    def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
+        """Record the claim's outcome once the worker is gone; LeaseStateChanged if the claim was taken over."""
+
+    def claim_readiness_check(self, lease_id: str, now: datetime, interval_seconds: float) -> Lease | None:
+        """Elect this caller to ask the provider about a starting worker; None if another asked lately."""
+
+    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
+        """Record the starting worker `token` ready (once); None if it is not starting any more."""
+
+    def index_starting(self, lease_id: str) -> bool:
+        """Enter a starting lease into the starting index; False if it is in it (or not starting)."""
+
+    def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
+        """A claim ending a still-starting lease `failed` (it never booted); None if it changed meanwhile."""
+
+    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
+        """Extend an active lease to now + ttl (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
+
+    def renew_reserving(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+    ) -> Lease | Limit:
+        """Renew, reserving the extension's spend in the same write; the budget that would not take it."""
+
+
+class CountersPort(Protocol):
+    """The cap, quota and budget counters, and what was seen of workers' prices."""
+
+    def counters(self, names: Sequence[str]) -> dict[str, int]:
+        """The values of the named counters (0 where absent)."""
+
+    def counter_states(self) -> dict[str, CounterState]:
+        """Every counter with its version and repair marks."""
+
+    def suspect_counter(self, counter: str, version: int, expected: int, now: datetime) -> bool:
+        """Note that a counter at `version` seems to disagree with the live leases (`expected`)."""
+
+    def repair_counter(self, counter: str, version: int, actual: int) -> bool:
+        """Set a counter still at `version` to `actual`; False if it moved meanwhile."""
+
+    def seen_prices(self, keys: Sequence[str], now: datetime) -> dict[str, int]:
+        """Worker prices (micro-dollars per hour) seen lately, of those of `keys` there are."""
+
+    def note_price(self, key: str, price_micros: int, now: datetime) -> None:
+        """Record what a worker of one sort was seen to cost."""
+
+
+class UsagePort(Protocol):
+    """What ended leases cost, per owner and UTC day."""
+
+    def usage_rows(self, owner_id: str | None, since: str, until: str) -> Iterator[UsageRow]:
+        """The stored totals of the days `since`..`until` (one owner, or all)."""
+
+
+class ApiBudgetPort(Protocol):
+    """A provider account's request budget shared by every invocation (RunPod's rate limit)."""
+
+    def take(self, key: str, windows: Sequence[QuotaWindow], reserve: Reserve, now_ms: int) -> int:
+        """0 when one request was taken, else milliseconds until one frees up (nothing taken)."""
+
+    def observe(
+        self, key: str, windows: Sequence[QuotaWindow], reported: Mapping[str, tuple[int, float]], now_ms: int
+    ) -> None:
+        """Correct the budget from what the provider reported."""
+
+
+class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
+    """Everything the use cases ask of the lease store."""
