@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
+from scheduler.errors import ConfigurationError
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     ManagedWorker,
@@ -137,7 +139,10 @@ class ModalProvider(Provider):
         self._session = session
         self._images = dict(images)
         self._gpu_types = dict(gpu_types)
-        self._prices = dict(prices)
+        self._prices = {gpu.upper(): price for gpu, price in prices.items()}
+        unpriced = sorted({gpu.upper() for listed in self._gpu_types.values() for gpu in listed} - set(self._prices))
+        if unpriced:  # the settings refuse these first (`refuse_unpriced_gpu_types`); a driver built otherwise: here
+            raise ConfigurationError(f"Modal GPU type(s) {', '.join(unpriced)} have no price in MODAL_PRICES")
         self._port = port
         self._regions = dict(regions or {})
         self._create_seconds = create_seconds
@@ -168,14 +173,16 @@ class ModalProvider(Provider):
         multiplier = self._multiplier(request.region)
         listed = [self._price(gpu, multiplier) for gpu in self._gpu_types.get(request.gpu, ())]
         ceiling = request.max_cost_per_hour
-        if any(price is None for price in listed):
-            return ceiling
-        fitting = [price for price in listed if price is not None and (ceiling is None or price <= ceiling)]
+        fitting = [price for price in listed if ceiling is None or price <= ceiling]
         return max(fitting) if fitting else ceiling
 
-    def _price(self, gpu: str, multiplier: float) -> float | None:
-        base = self._prices.get(gpu.upper())
-        return None if base is None else round(base * multiplier, 6)
+    def _price(self, gpu: str, multiplier: float) -> float:
+        """A configured GPU type's price (every one has a price: `__init__` refuses any other)."""
+        return round(self._prices[gpu.upper()] * multiplier, 6)
+
+    def _adoptable_price(self, gpu: str | None, multiplier: float) -> float | None:
+        """The price of a found Sandbox's GPU type (its tag), None when it has none or no price (not adopted)."""
+        return self._price(gpu, multiplier) if gpu is not None and gpu.upper() in self._prices else None
 
     def _multiplier(self, region: str | None) -> float:
         modal_regions = self._regions.get(region or "", ())
@@ -198,10 +205,9 @@ class ModalProvider(Provider):
         seen: list[float] = []
         for index, gpu in enumerate(gpus):
             price = self._price(gpu, multiplier)
-            if price is not None:
-                seen.append(price)
+            seen.append(price)
             if above_ceiling(price, lease):
-                refusals.append(f"{gpu}: {price:g} USD/h at Modal's prices, above max_cost_per_hour")
+                refusals.append(f"{gpu}: {money(price)} USD/h at Modal's prices, above max_cost_per_hour")
                 continue
             share = (self._left(until) - self._settle_reserve) / (len(gpus) - index)
             if share < 0.5:
@@ -217,7 +223,7 @@ class ModalProvider(Provider):
         raise ProviderCapacityError(message)
 
     def _create(
-        self, lease: Lease, env: Mapping[str, str], gpu: str, price: float | None, share: float, until: float
+        self, lease: Lease, env: Mapping[str, str], gpu: str, price: float, share: float, until: float
     ) -> ProvisionedWorker | str:
         """The worker, or why this GPU type was passed over; raises when no GPU type can help."""
         spec = {
@@ -267,11 +273,11 @@ class ModalProvider(Provider):
                 "the lookup of the lease's Sandboxes",
             )
             for sandbox in found:
-                if adopt and sandbox.endpoint is not None:
+                price = self._adoptable_price(sandbox.gpu, self._multiplier(lease.region))
+                if adopt and sandbox.endpoint is not None and price is not None:
                     logger.warning(
                         "the create did not answer but its Sandbox runs; adopting it", extra={"sandbox": sandbox.token}
                     )
-                    price = self._price(sandbox.gpu, self._multiplier(lease.region)) if sandbox.gpu else None
                     return ProvisionedWorker(sandbox.token, sandbox.endpoint, cost_per_hour=price, ready=False)
             for sandbox in found:
                 self._terminate(sandbox.token, max(self._left(until), 1.0))
