@@ -25,7 +25,7 @@ from scheduler.providers.base import (
 from scheduler.providers.modal.driver import TIMEOUT_MARGIN_SECONDS, ModalProvider
 from scheduler.providers.modal.session import ModalSession
 from scheduler.request_models import LeaseRequest
-from scheduler.worker_logs import LogQuery
+from scheduler.worker_logs import LogQuery, parse_rfc3339_ns
 from tests.fakes.modal import FakeModal, start_fake_modal, tunnel_host
 from tests.unit.builders import new_lease
 
@@ -397,6 +397,21 @@ def test_logs_since_long_ago_are_the_sandboxes_whole_output(fake: FakeModal, dri
     fake.write_logs(worker.token, ["frame 1"])
     lines = driver.logs(lease.lease_id, worker.token, LogQuery(tail=10, since_ns=0))
     assert [line.text for line in lines if line.source == "stdout"] == ["frame 1"]
+
+
+@pytest.mark.parametrize(
+    ("since", "stdout"),
+    [("0001-01-01T00:00:00Z", ["frame 1"]), ("9999-12-31T23:59:59-01:00", [])],
+    ids=["year-1", "past-year-9999-in-utc"],
+)
+def test_logs_since_any_valid_rfc3339_time_are_lines_not_a_provider_error(
+    fake: FakeModal, driver: ModalProvider, since: str, stdout: list[str]
+) -> None:
+    lease = lease_for()
+    worker = driver.provision(lease, {})
+    fake.write_logs(worker.token, ["frame 1"])
+    lines = driver.logs(lease.lease_id, worker.token, LogQuery(tail=10, since_ns=parse_rfc3339_ns(since)))
+    assert [line.text for line in lines if line.source == "stdout"] == stdout
 
 
 def test_logs_of_a_finished_sandbox_are_gone(fake: FakeModal, driver: ModalProvider) -> None:
