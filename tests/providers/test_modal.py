@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -122,6 +122,24 @@ def test_modal_itself_ends_a_sandbox_at_its_timeout(driver: ModalProvider, fake:
     assert said.state is ReadinessState.FAILED and "timed out" in said.detail
 
 
+def test_the_worker_says_its_sandbox_ends_a_little_past_the_leases_expiry(
+    driver: ModalProvider, fake: FakeModal
+) -> None:
+    lease = lease_for(ttl_seconds=600)
+    worker = driver.provision(lease, {})
+    assert worker.ends_at == lease.expires_at + timedelta(seconds=TIMEOUT_MARGIN_SECONDS)
+
+
+def test_modal_ends_the_sandbox_no_sooner_than_the_worker_said(driver: ModalProvider, fake: FakeModal) -> None:
+    worker = driver.provision(lease_for(ttl_seconds=600), {})
+    assert worker.ends_at is not None
+    until_end = (worker.ends_at - datetime.now(UTC)).total_seconds()
+    fake.advance(until_end - 1)
+    assert [sandbox["id"] for sandbox in live(fake)] == [worker.token]
+    fake.advance(TIMEOUT_MARGIN_SECONDS)
+    assert live(fake) == []
+
+
 def test_the_endpoint_is_the_encrypted_tunnel_of_the_worker_port(driver: ModalProvider, fake: FakeModal) -> None:
     worker = driver.provision(lease_for(), {})
     assert worker.endpoint == f"https://{tunnel_host(worker.token, 8080)}"
@@ -213,6 +231,7 @@ def test_a_create_that_never_answered_is_adopted_when_its_sandbox_runs(fake: Fak
     (sandbox,) = live(fake)
     assert sandbox["id"] == worker.token and sandbox["tags"]["openalice_lease_id"] == lease.lease_id
     assert worker.endpoint == f"https://{tunnel_host(worker.token, 8080)}" and worker.cost_per_hour == PRICES["H100"]
+    assert worker.ends_at == ModalProvider.sandbox_end(lease)
 
 
 def test_a_found_sandbox_of_a_gpu_type_without_a_price_is_removed_never_adopted(

@@ -5,6 +5,8 @@ Sandbox of the App `MODAL_APP_NAME`, made from the kind's registry image with on
 of the lease's class that Modal schedules within its share of the caller's time, named `lease-<id>` and
 tagged with the lease (so an orphan is recognised), its port behind an encrypted tunnel (the endpoint),
 and a timeout a little past the lease's expiry, so that Modal itself ends a worker everything else forgot.
+Modal cannot extend a running Sandbox's timeout: the worker reports when it ends (`ProvisionedWorker.ends_at`),
+and the lease is never renewed past that.
 
 How Modal's answers map onto the provider contract (`providers/base.py`):
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
@@ -71,7 +73,7 @@ if TYPE_CHECKING:  # only the acquire path builds one
 
 logger = Logger(child=True)
 
-# A Sandbox lives this much past its lease's expiry (its timeout), at most Modal's 24 h.
+# A Sandbox lives this much past its lease's expiry (its timeout, fixed when it is made), at most Modal's 24 h.
 TIMEOUT_MARGIN_SECONDS = 300
 MAX_SANDBOX_SECONDS = 24 * 3600
 # Modal's published multipliers for a Sandbox pinned to regions: broad (`us`), narrow (`us-east`).
@@ -260,7 +262,7 @@ class ModalProvider(Provider):
             if adopted is not None:
                 return adopted
             raise ProviderUnreachable(f"Modal did not create the Sandbox: {error}") from error
-        return ProvisionedWorker(token=token, endpoint=endpoint, cost_per_hour=price, ready=False)
+        return ProvisionedWorker(token, endpoint, cost_per_hour=price, ready=False, ends_at=self.sandbox_end(lease))
 
     def _settle(self, lease: Lease, until: float, *, adopt: bool) -> ProvisionedWorker | None:
         """After a create that did not answer: adopt the lease's running Sandbox (with its tunnel), remove any
@@ -278,7 +280,9 @@ class ModalProvider(Provider):
                     logger.warning(
                         "the create did not answer but its Sandbox runs; adopting it", extra={"sandbox": sandbox.token}
                     )
-                    return ProvisionedWorker(sandbox.token, sandbox.endpoint, cost_per_hour=price, ready=False)
+                    return ProvisionedWorker(
+                        sandbox.token, sandbox.endpoint, price, ready=False, ends_at=self.sandbox_end(lease)
+                    )
             for sandbox in found:
                 self._terminate(sandbox.token, max(self._left(until), 1.0))
         except (ProviderRequestFailed, ProviderUnreachable) as error:
@@ -290,6 +294,20 @@ class ModalProvider(Provider):
     def _timeout(self, lease: Lease) -> int:
         left = (lease.expires_at - datetime.now(UTC)).total_seconds()
         return int(min(MAX_SANDBOX_SECONDS, max(60.0, math.ceil(left)) + TIMEOUT_MARGIN_SECONDS))
+
+    @staticmethod
+    def sandbox_end(lease: Lease) -> datetime:
+        """The earliest a Sandbox made for `lease` (by any attempt of its acquire) can be ended by its timeout.
+
+        Modal counts the timeout from the create or later, and `_timeout` asked at `t` (never before the lease
+        was made) gives min(24 h, the time left + the margin): so the Sandbox ends no sooner than
+        min(t + 24 h, expiry + margin), however long the create took. The lease's expiry cannot move before
+        the worker is recorded (a pending lease is not renewed), and Modal cannot extend a running Sandbox:
+        the lease is never renewed past this."""
+        return min(
+            lease.created_at + timedelta(seconds=MAX_SANDBOX_SECONDS),
+            lease.expires_at + timedelta(seconds=TIMEOUT_MARGIN_SECONDS),
+        )
 
     @staticmethod
     def _left(until: float) -> float:
