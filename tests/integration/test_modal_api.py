@@ -1,9 +1,11 @@
 """Modal as the third provider, through the public API of the local stack: RunPod out of stock for gpu=high,
-Modal serves it (endpoint, cost), its logs, its release confirmed, an orphaned Sandbox removed by the reconciler."""
+Modal serves it (endpoint, cost), its logs, its release confirmed, an orphaned Sandbox removed by the reconciler,
+a renewal past the Sandbox's own timeout refused."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -97,3 +99,18 @@ def test_an_orphaned_sandbox_is_removed_by_the_reconciler(stack: RunningStack, m
     ).object_id
 
     wait_for(lambda: modal_fake.sandbox(orphan)["status"] == "finished", timeout=30, what="the orphan's removal")
+
+
+def test_a_modal_lease_is_not_renewed_past_its_sandboxs_timeout(stack: RunningStack, modal_fake: FakeModal) -> None:
+    lease = stack.acquire(gpu="high", owner_id="render-farm", ttl_seconds=900).json()["lease"]
+    renew = f"/v1/lease/{lease['lease_id']}/renew"
+
+    refused = stack.request("POST", renew, owner="render-farm", json={"ttl_seconds": 1300})
+
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict", refused.text
+    ends = datetime.fromisoformat(refused.json()["error"]["details"]["worker_ends_at"]).timestamp()
+    sandbox = modal_fake.sandbox(lease["provider_token"])
+    assert sandbox["created_at"] + sandbox["timeout_secs"] >= ends  # Modal ends it no sooner than that
+    within = stack.request("POST", renew, owner="render-farm", json={"ttl_seconds": 1000})
+    assert within.status_code == 200, within.text
+    stack.request("DELETE", f"/v1/lease/{lease['lease_id']}", owner="render-farm")

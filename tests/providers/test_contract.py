@@ -258,6 +258,12 @@ def test_a_provisioned_worker_is_listed_with_its_lease_id(driver: DriverUnderTes
     assert driver.listed(lease) == [worker.token]
 
 
+def test_a_worker_its_provider_ends_by_itself_outlives_its_lease(driver: DriverUnderTest) -> None:
+    lease = driver.lease()
+    worker = driver.provider.provision(lease, {})
+    assert worker.ends_at is None or worker.ends_at >= lease.expires_at
+
+
 def test_a_refused_worker_raises_a_failed_request_and_leaves_nothing(driver: DriverUnderTest) -> None:
     lease = driver.lease()
     with pytest.raises(ProviderRequestFailed):

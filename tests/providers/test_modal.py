@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from scheduler.deadline import Deadline
+from scheduler.errors import ConfigurationError
 from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import (
     PriceAboveCeiling,
@@ -24,7 +25,7 @@ from scheduler.providers.base import (
 from scheduler.providers.modal.driver import TIMEOUT_MARGIN_SECONDS, ModalProvider
 from scheduler.providers.modal.session import ModalSession
 from scheduler.request_models import LeaseRequest
-from scheduler.worker_logs import LogQuery
+from scheduler.worker_logs import LogQuery, parse_rfc3339_ns
 from tests.fakes.modal import FakeModal, start_fake_modal, tunnel_host
 from tests.unit.builders import new_lease
 
@@ -121,6 +122,24 @@ def test_modal_itself_ends_a_sandbox_at_its_timeout(driver: ModalProvider, fake:
     assert said.state is ReadinessState.FAILED and "timed out" in said.detail
 
 
+def test_the_worker_says_its_sandbox_ends_a_little_past_the_leases_expiry(
+    driver: ModalProvider, fake: FakeModal
+) -> None:
+    lease = lease_for(ttl_seconds=600)
+    worker = driver.provision(lease, {})
+    assert worker.ends_at == lease.expires_at + timedelta(seconds=TIMEOUT_MARGIN_SECONDS)
+
+
+def test_modal_ends_the_sandbox_no_sooner_than_the_worker_said(driver: ModalProvider, fake: FakeModal) -> None:
+    worker = driver.provision(lease_for(ttl_seconds=600), {})
+    assert worker.ends_at is not None
+    until_end = (worker.ends_at - datetime.now(UTC)).total_seconds()
+    fake.advance(until_end - 1)
+    assert [sandbox["id"] for sandbox in live(fake)] == [worker.token]
+    fake.advance(TIMEOUT_MARGIN_SECONDS)
+    assert live(fake) == []
+
+
 def test_the_endpoint_is_the_encrypted_tunnel_of_the_worker_port(driver: ModalProvider, fake: FakeModal) -> None:
     worker = driver.provision(lease_for(), {})
     assert worker.endpoint == f"https://{tunnel_host(worker.token, 8080)}"
@@ -212,6 +231,33 @@ def test_a_create_that_never_answered_is_adopted_when_its_sandbox_runs(fake: Fak
     (sandbox,) = live(fake)
     assert sandbox["id"] == worker.token and sandbox["tags"]["openalice_lease_id"] == lease.lease_id
     assert worker.endpoint == f"https://{tunnel_host(worker.token, 8080)}" and worker.cost_per_hour == PRICES["H100"]
+    assert worker.ends_at == ModalProvider.sandbox_end(lease)
+
+
+def test_a_found_sandbox_of_a_gpu_type_without_a_price_is_removed_never_adopted(
+    driver: ModalProvider, fake: FakeModal
+) -> None:
+    import modal
+
+    lease = lease_for()
+    client = modal.Client(fake.url, 1, fake.token)  # CLIENT_TYPE_CLIENT
+    client.__enter__()
+    app = modal.App.lookup("openalice-workers", create_if_missing=True, client=client)
+    tags = {"openalice_scheduler": "managed", "openalice_lease_id": lease.lease_id, "openalice_gpu": "B300"}
+    stray = modal.Sandbox.create(
+        app=app,
+        image=modal.Image.from_registry(RENDERER),
+        gpu="B300",
+        name=f"lease-{lease.lease_id}",
+        tags=tags,
+        encrypted_ports=[8080],
+        client=client,
+    ).object_id
+
+    with pytest.raises(ProviderCapacityError, match="existed"):
+        driver.provision(lease, {})
+
+    assert fake.sandbox(stray)["status"] == "finished"
 
 
 def test_an_outage_after_the_create_leaves_the_lease_pending_for_the_reconciler(
@@ -243,6 +289,14 @@ def test_a_gpu_type_above_the_ceiling_is_never_made(driver: ModalProvider, fake:
     worker = driver.provision(lease, {})
     assert worker.cost_per_hour == PRICES["A100-80GB"]
     assert [sandbox["gpu"] for sandbox in fake.sandboxes()] == ["A100-80GB"]
+
+
+def test_a_price_above_the_ceiling_is_told_in_plain_decimal(fake: FakeModal) -> None:
+    driver = make_driver(fake, prices={**PRICES, "H100": 0.00002})
+    lease = lease_for().replace(max_cost_per_hour=0.000001)
+    with pytest.raises(PriceAboveCeiling, match=r"H100: 0\.00002 USD/h") as raised:
+        driver.provision(lease, {})
+    assert "e-0" not in str(raised.value)
 
 
 def test_nothing_within_the_ceiling_says_the_cheapest_price_seen(driver: ModalProvider, fake: FakeModal) -> None:
@@ -364,6 +418,21 @@ def test_logs_since_long_ago_are_the_sandboxes_whole_output(fake: FakeModal, dri
     assert [line.text for line in lines if line.source == "stdout"] == ["frame 1"]
 
 
+@pytest.mark.parametrize(
+    ("since", "stdout"),
+    [("0001-01-01T00:00:00Z", ["frame 1"]), ("9999-12-31T23:59:59-01:00", [])],
+    ids=["year-1", "past-year-9999-in-utc"],
+)
+def test_logs_since_any_valid_rfc3339_time_are_lines_not_a_provider_error(
+    fake: FakeModal, driver: ModalProvider, since: str, stdout: list[str]
+) -> None:
+    lease = lease_for()
+    worker = driver.provision(lease, {})
+    fake.write_logs(worker.token, ["frame 1"])
+    lines = driver.logs(lease.lease_id, worker.token, LogQuery(tail=10, since_ns=parse_rfc3339_ns(since)))
+    assert [line.text for line in lines if line.source == "stdout"] == stdout
+
+
 def test_logs_of_a_finished_sandbox_are_gone(fake: FakeModal, driver: ModalProvider) -> None:
     lease = lease_for()
     worker = driver.provision(lease, {})
@@ -385,6 +454,35 @@ def test_a_bad_modal_setting_refuses_to_start_naming_it(variable: str, value: st
 
     with pytest.raises(ConfigurationError, match=variable):
         Settings.from_environ({"PROVIDERS": "modal", variable: value})
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"MODAL_GPU_TYPES_HIGH": "H100,B300"}, "MODAL_GPU_TYPES_HIGH names B300"),
+        ({"MODAL_PRICES": "H100=3.9492"}, "MODAL_GPU_TYPES_ENTRY names L4; MODAL_GPU_TYPES_MID names A100-80GB"),
+    ],
+    ids=["a-type-past-the-defaults", "prices-without-the-default-types"],
+)
+def test_a_gpu_type_without_a_price_refuses_to_start_naming_its_variable(environ: dict[str, str], named: str) -> None:
+    from scheduler.config import Settings
+
+    with pytest.raises(ConfigurationError, match=named):
+        Settings.from_environ({"PROVIDERS": "modal", **environ})
+
+
+def test_a_driver_given_a_gpu_type_without_a_price_is_never_built(fake: FakeModal) -> None:
+    with pytest.raises(ConfigurationError, match="B300"):
+        make_driver(fake, gpu_types={GpuClass.HIGH: ("B300",)})
+
+
+@pytest.mark.parametrize("price", ["\u0663.\u0669", "\uff13.9", "3_9"], ids=["arabic-indic", "fullwidth", "underscore"])
+def test_modal_prices_in_other_digits_refuse_to_start(price: str) -> None:
+    from scheduler.config import Settings
+
+    prices = f"L4=0.7992,A100-80GB=2.4984,H100={price}"
+    with pytest.raises(ConfigurationError, match=r"MODAL_PRICES=.*H100 at .*digits 0-9"):
+        Settings.from_environ({"PROVIDERS": "modal", "MODAL_PRICES": prices})
 
 
 def test_the_modal_token_never_shows_in_the_settings() -> None:

@@ -76,6 +76,11 @@ class Leases:
         lease = self.pending(**fields)
         return self.store.activate(lease.lease_id, lease.provider, worker_for(lease))
 
+    def ending(self, ends_at: datetime, **fields: Any) -> Lease:
+        """Active on a worker its provider ends by itself at `ends_at` (a Modal Sandbox's timeout)."""
+        lease = self.pending(**fields)
+        return self.store.activate(lease.lease_id, lease.provider, worker_for(lease)._replace(ends_at=ends_at))
+
     def released(self, *, at: datetime = NOW, **fields: Any) -> Lease:
         lease = self.active(**fields)
         claim = self.store.claim_release(lease.lease_id, lease.owner_id, at)

@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.budgets import OwnerBudgets
 from scheduler.config import Settings
-from scheduler.errors import BudgetExceeded
+from scheduler.errors import BudgetExceeded, LeaseConflict
 from scheduler.leases.acquire import acquire
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.leases.renew import renew
@@ -121,3 +121,21 @@ def test_renew_reserves_the_time_added_and_the_lag_stays_reserved_once(budget_st
 
     counters = budget_store.counter_values()
     assert (counters[DAY], counters[f"firm#{DAY}"]) == (1_800_000, 1_800_000)
+
+
+def test_a_renewal_past_the_workers_own_end_is_refused_and_reserves_nothing(budget_store: LeaseStore) -> None:
+    limits = limits_from({"MAX_SPEND_PER_OWNER_PER_DAY": "5", "LOCAL_DOCKER_COST_PER_HOUR": "36"})
+    registry = registry_of(memory_provider(cost_per_hour=36.0, ends_after_expiry_seconds=30))
+    clock = Clock()
+    request = LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 60, "owner_id": "anim"})
+    outcome = acquire(request, budget_store, registry, limits, clock=clock)  # its worker ends 90 s from now
+    assert isinstance(outcome, Acquired)
+    clock.advance(30)
+    before = budget_store.counter_values()
+
+    with pytest.raises(LeaseConflict, match="past 2026-11-30T04:01:30Z"):
+        renew(outcome.lease.lease_id, "anim", 61, budget_store, clock, limits.budgets)
+
+    assert budget_store.counter_values() == before
+    renewed = renew(outcome.lease.lease_id, "anim", None, budget_store, clock, limits.budgets)
+    assert renewed.expires_at == NOW + timedelta(seconds=90)

@@ -29,8 +29,10 @@ NOW = 1_796_011_200
 STORE = Path(conditions.__file__).parent
 
 
-def seen(status: LeaseStatus, *, expires: int = NOW + 600, owner: str | None = "alice") -> Seen:
-    return Seen(status, expires, owner)
+def seen(
+    status: LeaseStatus, *, expires: int = NOW + 600, owner: str | None = "alice", worker_ends: int | None = None
+) -> Seen:
+    return Seen(status, expires, owner, worker_ends)
 
 
 # --- the declaration -------------------------------------------------------------------------------
@@ -108,6 +110,24 @@ def test_a_lost_write_is_classified_by_the_one_rule(
 
 
 @pytest.mark.parametrize(
+    ("found", "owner", "new_expiry", "why"),
+    [
+        (seen(LeaseStatus.ACTIVE, worker_ends=NOW + 900), "alice", NOW + 901, Refusal.PAST_WORKER_END),
+        (seen(LeaseStatus.ACTIVE, worker_ends=NOW + 900), "alice", NOW + 900, Refusal.CHANGED),
+        (seen(LeaseStatus.ACTIVE, worker_ends=NOW + 900), "alice", None, Refusal.CHANGED),
+        (seen(LeaseStatus.ACTIVE), "alice", NOW + 86_400, Refusal.CHANGED),
+        (seen(LeaseStatus.ACTIVE, worker_ends=NOW + 900), "bob", NOW + 901, Refusal.NOT_OWNER),
+        (seen(LeaseStatus.RELEASING, worker_ends=NOW + 900), "alice", NOW + 901, Refusal.CONFLICT),
+        (seen(LeaseStatus.ACTIVE, expires=NOW, worker_ends=NOW + 900), "alice", NOW + 901, Refusal.EXPIRED),
+    ],
+)
+def test_a_renewal_past_the_end_the_provider_gave_the_worker_is_refused_for_that(
+    found: Seen, owner: str, new_expiry: int | None, why: Refusal
+) -> None:
+    assert refusal(lifecycle.RENEW, found, NOW, owner, new_expiry) is why
+
+
+@pytest.mark.parametrize(
     ("lease_owner", "caller", "may"),
     [
         (None, None, True),
@@ -131,7 +151,7 @@ FULL = Inputs(
     owner="alice",
     token="w-1",
     claim_id="c-1",
-    worker=WorkerRecord("local-docker", "w-1", "http://127.0.0.1:8080", 0.5),
+    worker=WorkerRecord("local-docker", "w-1", "http://127.0.0.1:8080", 0.5, ends_epoch=NOW + 900),
     ttl_seconds=600,
     held=("owner#alice",),
     reason="the worker stopped",
@@ -187,6 +207,28 @@ def test_the_sweeps_claim_keeps_an_earlier_outcome() -> None:
 def test_a_renewal_without_a_ttl_keeps_the_leases_own() -> None:
     update = conditions.render(lifecycle.RENEW, Inputs(now=NOW, start=NOW + 1, owner="alice")).update
     assert "expires_epoch = :start + ttl_seconds" in update and "ttl_seconds =" not in update
+
+
+def test_a_renewal_holds_its_new_expiry_against_the_workers_own_end() -> None:
+    rendered = conditions.condition(lifecycle.RENEW, Inputs(now=NOW, start=NOW + 1, owner="alice", ttl_seconds=600))
+    assert "(attribute_not_exists(worker_ends_epoch) OR worker_ends_epoch >= :expires)" in rendered.condition
+    assert rendered.values[":expires"] == {"N": str(NOW + 601)}
+
+
+def test_a_renewal_without_a_ttl_passes_only_on_a_lease_whose_worker_has_no_end_of_its_own() -> None:
+    rendered = conditions.condition(lifecycle.RENEW, Inputs(now=NOW, start=NOW + 1, owner="alice"))
+    assert "attribute_not_exists(worker_ends_epoch)" in rendered.condition and "worker_ends_epoch >=" not in (
+        rendered.condition
+    )
+
+
+def test_activation_records_the_workers_own_end_only_when_its_provider_gave_one() -> None:
+    ending = conditions.render(lifecycle.ACTIVATE, Inputs(worker=WorkerRecord("modal", "sb-1", ends_epoch=NOW + 900)))
+    running = conditions.render(lifecycle.ACTIVATE, Inputs(worker=WorkerRecord("runpod", "pod-1")))
+    assert "worker_ends_epoch = :worker_ends" in ending.update and ending.values[":worker_ends"] == {
+        "N": str(NOW + 900)
+    }
+    assert "worker_ends_epoch" not in running.update
 
 
 def test_a_long_failure_reason_is_stored_bounded() -> None:

@@ -464,6 +464,39 @@ def test_renewed_lease_is_listed_past_its_old_expiry(leases: Leases, store: Leas
     assert [listed.lease_id for listed in page] == [lease.lease_id]
 
 
+def test_renew_past_the_end_the_provider_gave_the_worker_is_a_conflict_naming_it(
+    leases: Leases, store: LeaseStore
+) -> None:
+    lease = leases.ending(NOW + timedelta(seconds=900), ttl_seconds=600)
+    with pytest.raises(LeaseConflict, match="past 2026-11-30T04:15:00Z") as refused:
+        store.renew(lease.lease_id, "alice", 601, LATER)
+    assert refused.value.details == {"worker_ends_at": "2026-11-30T04:15:00Z"}
+    assert store.get(lease.lease_id).expires_at == lease.expires_at
+
+
+def test_renew_up_to_the_end_the_provider_gave_the_worker_is_taken(leases: Leases, store: LeaseStore) -> None:
+    lease = leases.ending(NOW + timedelta(seconds=900), ttl_seconds=600)
+    assert store.renew(lease.lease_id, "alice", 600, LATER).expires_at == NOW + timedelta(seconds=900)
+
+
+def test_renew_without_ttl_is_held_against_the_end_the_provider_gave_the_worker(
+    leases: Leases, store: LeaseStore
+) -> None:
+    lease = leases.ending(NOW + timedelta(seconds=900), ttl_seconds=600)
+    renewed = store.renew(lease.lease_id, "alice", None, LATER)
+    assert (renewed.expires_at, renewed.ttl_seconds) == (NOW + timedelta(seconds=900), 600)
+    with pytest.raises(LeaseConflict, match="past 2026-11-30T04:15:00Z"):
+        store.renew(lease.lease_id, "alice", None, LATER + timedelta(seconds=1))
+
+
+def test_renew_past_the_workers_end_by_another_owner_is_forbidden_not_explained(
+    leases: Leases, store: LeaseStore
+) -> None:
+    lease = leases.ending(NOW + timedelta(seconds=900), ttl_seconds=600)
+    with pytest.raises(NotLeaseOwner):
+        store.renew(lease.lease_id, "bob", 3600, LATER)
+
+
 def test_renew_of_lease_without_owner_is_open_to_any_caller(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(owner_id=None)
     assert store.renew(lease.lease_id, "bob", 60, LATER).expires_at == LATER + timedelta(seconds=60)

@@ -68,13 +68,14 @@ class Guard(Enum):
     STARTING = "the lease's worker is still starting (never reported ready)"
     CHECK_DUE = "nobody asked the provider about the worker's readiness within the refresh interval"
     SEEN_EXPIRY = "the lease still expires when the caller read it (only when the caller read it)"
+    WORKER_LIFE = "the new expiry is no later than the worker's own end (worker_ends_epoch), where it has one"
 
 
 class Write(Enum):
     """What a transition writes on the lease item, besides its status."""
 
     ENTER_INDEX = "live_shard and due_at: the lease joins the sweep index (due at its expiry)"
-    RECORD_WORKER = "provider, provider_token, endpoint, cost_per_hour"
+    RECORD_WORKER = "provider, provider_token, endpoint, cost_per_hour, worker_ends_epoch (when the provider ends it)"
     EXTEND = "expires_at, due_at and the TTL move to now + ttl"
     HOLD_COUNTERS = "held_counters: the cap/quota slots the lease holds"
     TAKE_CLAIM = "claim_id, release_outcome; due_at and the TTL move to the claim's deadline"
@@ -135,7 +136,7 @@ RENEW = Transition(
     "renew",
     frozenset({_A}),
     _A,
-    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY),
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY, Guard.WORKER_LIFE),
     writes=(Write.EXTEND, Write.REWEIGH_COUNTERS),
     conflict_in=frozenset({_P, _R}),
     verb="renewed",
@@ -211,6 +212,7 @@ class Refusal(Enum):
     EXPIRED = "expired"  # it ran past expires_at (the sweep has not ended it yet)
     CONFLICT = "conflict"  # busy in a status that forbids this change now
     NOT_OWNER = "not_owner"  # owned by someone else
+    PAST_WORKER_END = "past_worker_end"  # the new expiry would pass the end its provider gave the worker (409)
     CHANGED = "changed"  # another actor changed it first (no caller-facing meaning)
 
 
@@ -220,11 +222,19 @@ class Seen(NamedTuple):
     status: LeaseStatus
     expires_epoch: int
     owner_id: str | None = None
+    worker_ends_epoch: int | None = None
 
 
-def refusal(transition: Transition, seen: Seen | None, now_epoch: int, owner: str | None = None) -> Refusal:
+def refusal(
+    transition: Transition,
+    seen: Seen | None,
+    now_epoch: int,
+    owner: str | None = None,
+    new_expiry: int | None = None,
+) -> Refusal:
     """Why `transition` was refused for a lease found as `seen` (None: absent) — the one classification
-    that release, renew and every other conditional write share."""
+    that release, renew and every other conditional write share. `new_expiry`: the expiry a renewal asked
+    for (None: not known)."""
     if seen is None:
         return Refusal.NOT_FOUND
     expired = Guard.NOT_EXPIRED in transition.guards and seen.expires_epoch <= now_epoch
@@ -238,6 +248,9 @@ def refusal(transition: Transition, seen: Seen | None, now_epoch: int, owner: st
         return Refusal.NOT_ACTIVE
     if Guard.OWNER in transition.guards and not owner_may_act(seen.owner_id, owner):
         return Refusal.NOT_OWNER
+    ends = seen.worker_ends_epoch
+    if Guard.WORKER_LIFE in transition.guards and ends is not None and new_expiry is not None and new_expiry > ends:
+        return Refusal.PAST_WORKER_END
     return Refusal.CHANGED
 
 

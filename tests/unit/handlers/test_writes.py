@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 
 from scheduler.providers.memory import MemoryProvider
 from tests.support.metrics import RecordedMetrics
 
-from ..builders import Leases
+from ..builders import NOW, Leases
 from .conftest import Function, event, with_header
 
 
@@ -28,6 +29,21 @@ def test_renew_by_another_owner_answers_403(function: Callable[[str], Function],
 def test_renew_of_a_pending_lease_answers_409(function: Callable[[str], Function], leases: Leases) -> None:
     lease = leases.pending(owner_id="anim-service")
     assert function("renew_lease").http(event("renew_lease", lease.lease_id))[0] == 409
+
+
+def test_renew_past_the_end_the_provider_gave_the_worker_answers_409_naming_it(
+    function: Callable[[str], Function], leases: Leases
+) -> None:
+    lease = leases.ending(NOW + timedelta(seconds=3900), owner_id="anim-service", ttl_seconds=3600)
+    renew = function("renew_lease")
+
+    status, body = renew.http(event("renew_lease", lease.lease_id, body=json.dumps({"ttl_seconds": 3901})))
+
+    assert (status, body["error"]["code"]) == (409, "conflict")
+    assert "cannot be renewed past 2026-11-30T05:05:00Z" in body["error"]["message"]
+    assert body["error"]["details"] == {"worker_ends_at": "2026-11-30T05:05:00Z"}
+    within = renew.http(event("renew_lease", lease.lease_id, body=json.dumps({"ttl_seconds": 3900})))
+    assert (within[0], within[1]["lease"]["expires_at"]) == (200, "2026-11-30T05:05:00Z")
 
 
 def test_release_answers_204_and_removes_the_worker(

@@ -1,5 +1,11 @@
 """Renew: extend an active lease, checking its owner, in one conditional write (with the owner's daily
-budget, one transaction that also reserves the extension's spend)."""
+budget, one transaction that also reserves the extension's spend).
+
+Never past the end its provider gives the worker by itself (`ProvisionedWorker.ends_at`, a Modal
+Sandbox's timeout, which nothing can extend): acquire recorded it on the lease, and the same write holds
+the new expiry against it (409 `conflict` naming it). So renew reads nothing first and asks no provider:
+it stays one write for every lease, and the renew function never loads a driver.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ def renew(
     budgets: OwnerBudgets | None = None,
 ) -> Lease:
     """Extend an active lease to now + ttl (its own ttl when none is given); BudgetExceeded when the
-    extension's spend does not fit the owner's day."""
+    extension's spend does not fit the owner's day, LeaseConflict when it would outlast the lease's worker."""
     now = clock()
     if budgets is None or budgets.per_day is None:
         return store.renew(lease_id, owner, ttl_seconds, now)

@@ -26,7 +26,10 @@ its worker's token can still be released (`release(lease_id, None)`) and an orph
 Optional capabilities are methods with a default here, and the default says what a provider that
 cannot do it means to its callers (`stopped_workers`: none found, the reconciler's listing finds
 them later; `readiness`: workers are usable once provisioned). A new capability (logs) is added the
-same way, so existing drivers keep passing the contract.
+same way, so existing drivers keep passing the contract. What a driver knows only about one worker rides
+on `ProvisionedWorker`, with a default that means the same: `ends_at` (None: the worker runs until it is
+released) is when the provider itself ends the worker, whatever its lease — a Modal Sandbox's timeout,
+fixed when it is made. The lease records it and is never renewed past it (409 `conflict` naming it).
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class ProvisionedWorker(NamedTuple):
     # `held_counters` entries the provider itself took for the lease (a fleet host's slot): acquire keeps them
     # in every later write of the lease's held set, so whatever ends the lease gives them back.
     held: tuple[str, ...] = ()
+    # When the provider will end the worker on its own, whatever the lease (at the earliest; never before the
+    # lease's expiry at acquire): a renewal may not carry the lease past it. None: it runs until released.
+    ends_at: datetime | None = None
 
 
 class ReadinessState(StrEnum):

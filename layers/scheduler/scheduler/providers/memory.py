@@ -9,7 +9,8 @@ Faults are switched on by its attributes, as a test needs them: `full` (no capac
 N releases fail), `stop(token)` (the worker stops behind the service's back), `boots` (workers
 start `starting` until `boot(token)` or `fail_boot(token, why)`). `write(token, ...)` is what a worker
 prints (its logs). `release_seconds` makes each release take that long (a slow provider), and
-`most_releasing_at_once` shows how many overlapped.
+`most_releasing_at_once` shows how many overlapped. `ends_after_expiry_seconds` makes it a provider that
+ends its workers itself, that long past their lease's expiry at acquire (as a Modal Sandbox's timeout).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from scheduler.clock import Clock, utc_now
@@ -63,6 +64,7 @@ class MemoryProvider(Provider):
     booting: dict[str, Readiness] = field(default_factory=dict)  # token → what readiness answers
     readiness_calls: list[str] = field(default_factory=list)  # tokens asked about
     release_seconds: float = 0.0
+    ends_after_expiry_seconds: float | None = None
     most_releasing_at_once: int = 0
     workers: dict[str, ManagedWorker] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # token → why its worker stopped
@@ -93,8 +95,13 @@ class MemoryProvider(Provider):
             self.workers[token] = ManagedWorker(lease_id=lease.lease_id, token=token, created_at=self.clock())
             if self.boots:
                 self.booting[token] = Readiness.starting("booting")
+        ends = self.ends_after_expiry_seconds
         return ProvisionedWorker(
-            token=token, endpoint=self.endpoint, cost_per_hour=self.cost_per_hour, ready=not self.boots
+            token=token,
+            endpoint=self.endpoint,
+            cost_per_hour=self.cost_per_hour,
+            ready=not self.boots,
+            ends_at=None if ends is None else lease.expires_at + timedelta(seconds=ends),
         )
 
     def boot(self, token: str) -> None:

@@ -143,6 +143,23 @@ class TableClient:
         item: Item = response["Item"]
         return item
 
+    def _key(self, lease_id: str) -> dict[str, Any]:
+        return {"TableName": self.table_name, "Key": {"lease_id": string_attr(lease_id)}}
+
+    def _update(self, lease_id: str, expressions: dict[str, Any]) -> dict[str, Any]:
+        """An UpdateItem of the lease answering the lease after it, or as it was when the condition failed."""
+        return {
+            **self._key(lease_id),
+            **expressions,
+            "ReturnValues": "ALL_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _read_item(self, lease_id: str) -> Item:
+        response = self._call("GetItem", **self._key(lease_id), ConsistentRead=True)
+        item: Item = response.get("Item", {})
+        return item
+
     def _counters(self) -> str:
         if not self.counters_table:
             raise RuntimeError("lease limits are configured but COUNTERS_TABLE is not")

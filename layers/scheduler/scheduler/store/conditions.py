@@ -33,6 +33,7 @@ class WorkerRecord(NamedTuple):
     endpoint: str | None = None
     cost_per_hour: float | None = None
     ready: bool = False  # WORKER_STATE: the provider reports the worker usable at once
+    ends_epoch: int | None = None  # when the provider itself ends the worker (None: it runs until released)
 
 
 class Inputs(NamedTuple):
@@ -175,6 +176,14 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
         return f"claim_id = {builder.value('claim', string_attr(_required(inputs.claim_id, 'claim_id')))}"
     if guard is Guard.STARTING:
         return f"worker_state = {builder.value('starting', string_attr(WorkerState.STARTING.value))}"
+    if guard is Guard.WORKER_LIFE:
+        # DynamoDB compares, it does not add: without a ttl the new expiry (now + the lease's own ttl) is not a
+        # value, so only a lease whose worker has no end of its own passes (`LeaseStore.renew` then asks again).
+        unbounded = "attribute_not_exists(worker_ends_epoch)"
+        if inputs.ttl_seconds is None:
+            return unbounded
+        expires = builder.value("expires", number_attr(inputs.start + inputs.ttl_seconds))
+        return f"({unbounded} OR worker_ends_epoch >= {expires})"
     if guard is Guard.CHECK_DUE:
         before = builder.value("checked_before", number_attr(inputs.checked_before))
         return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
@@ -195,6 +204,8 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"endpoint = {builder.value('endpoint', string_attr(worker.endpoint))}")
             if worker.cost_per_hour is not None:
                 sets.append(f"cost_per_hour = {builder.value('cost', number_attr(worker.cost_per_hour))}")
+            if worker.ends_epoch is not None:
+                sets.append(f"worker_ends_epoch = {builder.value('worker_ends', number_attr(worker.ends_epoch))}")
         elif write is Write.WORKER_STATE:
             ready = inputs.worker is not None and inputs.worker.ready
             state = WorkerState.READY if ready else WorkerState.STARTING

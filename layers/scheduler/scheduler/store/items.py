@@ -146,4 +146,5 @@ def seen(item: Item) -> Seen | None:
         status=LeaseStatus(item["status"]["S"]),
         expires_epoch=int(item["expires_epoch"]["N"]),
         owner_id=item.get("owner_id", {}).get("S"),
+        worker_ends_epoch=int(item["worker_ends_epoch"]["N"]) if "worker_ends_epoch" in item else None,
     )

@@ -20,20 +20,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
-from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
-from scheduler.lifecycle import LeaseStatus, Refusal, Transition
+from scheduler.errors import SchedulerError
+from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
-from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, seen, string_attr
+from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, string_attr
 from scheduler.store.prices import PriceBook
-from scheduler.store.queries import LeaseReads
+from scheduler.store.refusals import refusal_error
+from scheduler.store.renewals import LeaseRenewals
 from scheduler.store.retries import Backoff
 from scheduler.store.usage import UsageBook
 
 if TYPE_CHECKING:
-    from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.budgets import Reweighing
     from scheduler.providers.base import ProvisionedWorker
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
@@ -53,7 +54,7 @@ class Claim(NamedTuple):
     held_counters: tuple[str, ...] = ()
 
 
-class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
+class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
     """Leases in DynamoDB, changed only through the transitions of `scheduler.lifecycle`."""
 
     def __init__(
@@ -132,7 +133,8 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         to the worker's own price and takes or gives back the difference: the budget limit that would
         not take it comes back instead (and nothing is written).
         """
-        record = WorkerRecord(provider, worker.token, worker.endpoint, worker.cost_per_hour, ready=worker.ready)
+        ends = None if worker.ends_at is None else epoch(worker.ends_at)
+        record = WorkerRecord(provider, worker.token, worker.endpoint, worker.cost_per_hour, worker.ready, ends)
         at = epoch(now) if now is not None else int(datetime.now(UTC).timestamp())
         if reweighed is not None and reweighed.deltas:
             return self._activate_reweighed(lease_id, record, reweighed, at)
@@ -289,63 +291,7 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         except self._errors.ConditionalCheckFailedException:
             return None
 
-    # --- renew ---------------------------------------------------------------------------------
-
-    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
-        """Push `expires_at` (and the TTL) to now + ttl in one conditional write (whole seconds, rounded
-        up, so a renewal is never shorter than asked)."""
-        inputs = Inputs(now=epoch(now), start=math.ceil(now.timestamp()), owner=owner, ttl_seconds=ttl_seconds)
-        try:
-            response = self._call("UpdateItem", **self._update(lease_id, render(lifecycle.RENEW, inputs).request()))
-        except self._errors.ConditionalCheckFailedException as lost:
-            raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
-        return lease_from_item(response["Attributes"])
-
-    def renew_reserving(
-        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
-    ) -> Lease | Limit:
-        """Renew, reserving the extension's spend on the owner's daily budget in the same transaction; the
-        budget's limit comes back when it would not take it (nothing written).
-
-        The lease is read first; the write holds only if it still expires when it was read, so the
-        reservation matches the extension exactly (a concurrent renew makes this one a 409, never a
-        double reservation). A lease without a price renews as always; one without an owner reserves on the
-        shared owner's day. The release lag reserved at acquire moves with the expiry: each day the lease
-        may now end on, the renewal's and any later one up to the new end of the lag, takes what the
-        lease's reservation on it grows by (`OwnerBudgets.renewal`), and days already over give theirs back.
-        """
-        item = self._read_item(lease_id)
-        if budget.per_day is None or "cost_per_hour" not in item:
-            return self.renew(lease_id, owner, ttl_seconds, now)
-        lease_owner = budgets.budget_owner(item.get("owner_id", {}).get("S"))
-        start = math.ceil(now.timestamp())
-        old_expiry = int(item["expires_epoch"]["N"])
-        new_expiry = start + (ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"]))
-        if new_expiry <= old_expiry:
-            return self.renew(lease_id, owner, ttl_seconds, now)
-        rate, created = float(item["cost_per_hour"]["N"]), int(float(item["created_epoch"]["N"]))
-        renewing = budget.renewal(counters.held_by(item), lease_owner, rate, created, new_expiry, epoch(now))
-        inputs = Inputs(
-            now=epoch(now),
-            start=start,
-            owner=owner,
-            ttl_seconds=ttl_seconds,
-            seen_expiry=old_expiry,
-            reweighed=renewing.held,
-        )
-        update = {"Update": {**self._key(lease_id), **render(lifecycle.RENEW, inputs).request()}}
-        try:
-            full = self._transact([update, *(counters.take(self._counters(), limit) for limit in renewing.limits)])
-        except self._errors.ConditionalCheckFailedException as lost:
-            raise self._refused(lifecycle.RENEW, lease_id, lost, now, owner) from lost
-        return renewing.limits[full] if full is not None else self.get(lease_id)
-
     # --- internals -----------------------------------------------------------------------------
-
-    def _read_item(self, lease_id: str) -> Item:
-        response = self._call("GetItem", **self._key(lease_id), ConsistentRead=True)
-        item: Item = response.get("Item", {})
-        return item
 
     def _claim(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim:
         claim_id = uuid.uuid4().hex
@@ -418,28 +364,4 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         self, transition: Transition, lease_id: str, lost: Exception, now: datetime, owner: str | None
     ) -> SchedulerError:
         """What the caller is told when `transition` lost: the state machine's one classification."""
-        found = seen(self._lost_item(lost, lease_id))
-        why = lifecycle.refusal(transition, found, epoch(now), owner)
-        status = found.status.value if found else "absent"
-        if why is Refusal.NOT_FOUND:
-            return LeaseNotFound(f"lease {lease_id} not found")
-        if why is Refusal.NOT_ACTIVE:
-            return LeaseNotFound(f"lease {lease_id} is not active (status {status})")
-        if why is Refusal.EXPIRED:
-            return LeaseNotFound(f"lease {lease_id} has expired")
-        if why is Refusal.NOT_OWNER:
-            return NotLeaseOwner(f"lease {lease_id} belongs to another owner")
-        if why is Refusal.CONFLICT:
-            return LeaseConflict(f"lease {lease_id} is {status}; it cannot be {transition.verb} now")
-        return LeaseConflict(f"lease {lease_id} changed while it was being {transition.verb}; try again")
-
-    def _key(self, lease_id: str) -> dict[str, Any]:
-        return {"TableName": self.table_name, "Key": {"lease_id": string_attr(lease_id)}}
-
-    def _update(self, lease_id: str, expressions: dict[str, Any]) -> dict[str, Any]:
-        return {
-            **self._key(lease_id),
-            **expressions,
-            "ReturnValues": "ALL_NEW",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        return refusal_error(transition, lease_id, self._lost_item(lost, lease_id), epoch(now), owner)

@@ -7,10 +7,12 @@ first used, and only in a function whose PROVIDERS names modal.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
-from scheduler.config import Secret, SettingsSection, names, setting
+from scheduler.config import Secret, SettingsSection, names, rate, setting
+from scheduler.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from scheduler.providers.base import Provider
@@ -30,12 +32,12 @@ def price_table(raw: str) -> dict[str, float]:
     for part in names(raw):
         gpu, sep, amount = part.partition("=")
         gpu = gpu.strip().upper()
-        try:
-            value = float(amount)
-        except ValueError:
-            value = -1.0
-        if not sep or not gpu or not value >= 0 or value == float("inf"):
+        if not sep or not gpu:
             raise ValueError("must read GPU=USD_PER_HOUR,... (e.g. H100=3.9492,L4=0.7992)")
+        try:
+            value = rate(amount.strip())  # the house rule for amounts: ASCII digits, no `_`, finite
+        except ValueError as error:
+            raise ValueError(f"prices {gpu} at {amount.strip()!r}: {error}") from error
         if gpu in parsed:
             raise ValueError(f"prices GPU type {gpu} twice")
         parsed[gpu] = value
@@ -89,6 +91,33 @@ class ModalSettings(SettingsSection):
     modal_worker_port: int = setting(8080, parameter="ModalWorkerPort", low=1, high=65535)
     # Regions a request may name, each a list of Modal regions (`eu=eu;us=us-east,us-west`).
     modal_regions: tuple[tuple[str, tuple[str, ...]], ...] = setting((), parameter="ModalRegions", parse=regions)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
+        """The settings, refused unless MODAL_PRICES prices every GPU type a class may be served with."""
+        parsed = super().from_environ(environ)
+        refuse_unpriced_gpu_types(parsed)
+        return parsed
+
+
+def refuse_unpriced_gpu_types(settings: ModalSettings) -> None:
+    """ConfigurationError naming each MODAL_GPU_TYPES_* entry that MODAL_PRICES (defaults included) has no price
+    for: a worker of it would be recorded at no cost, past every budget and `max_cost_per_hour`."""
+    priced = price_table(settings.modal_prices)
+    missing = [
+        f"{variable} names {', '.join(gpu for gpu in listed if gpu.upper() not in priced)}"
+        for variable, listed in (
+            ("MODAL_GPU_TYPES_ENTRY", settings.modal_gpu_types_entry),
+            ("MODAL_GPU_TYPES_MID", settings.modal_gpu_types_mid),
+            ("MODAL_GPU_TYPES_HIGH", settings.modal_gpu_types_high),
+        )
+        if any(gpu.upper() not in priced for gpu in listed)
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"invalid configuration: {'; '.join(missing)}, which MODAL_PRICES does not price: add GPU=USD_PER_HOUR"
+            " for each to MODAL_PRICES (a worker is never made at an unknown price)"
+        )
 
 
 SETTINGS = ModalSettings

@@ -5,6 +5,8 @@ Sandbox of the App `MODAL_APP_NAME`, made from the kind's registry image with on
 of the lease's class that Modal schedules within its share of the caller's time, named `lease-<id>` and
 tagged with the lease (so an orphan is recognised), its port behind an encrypted tunnel (the endpoint),
 and a timeout a little past the lease's expiry, so that Modal itself ends a worker everything else forgot.
+Modal cannot extend a running Sandbox's timeout: the worker reports when it ends (`ProvisionedWorker.ends_at`),
+and the lease is never renewed past that.
 
 How Modal's answers map onto the provider contract (`providers/base.py`):
 
@@ -23,12 +25,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
+from scheduler.errors import ConfigurationError
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (
     ManagedWorker,
@@ -69,7 +73,7 @@ if TYPE_CHECKING:  # only the acquire path builds one
 
 logger = Logger(child=True)
 
-# A Sandbox lives this much past its lease's expiry (its timeout), at most Modal's 24 h.
+# A Sandbox lives this much past its lease's expiry (its timeout, fixed when it is made), at most Modal's 24 h.
 TIMEOUT_MARGIN_SECONDS = 300
 MAX_SANDBOX_SECONDS = 24 * 3600
 # Modal's published multipliers for a Sandbox pinned to regions: broad (`us`), narrow (`us-east`).
@@ -137,7 +141,10 @@ class ModalProvider(Provider):
         self._session = session
         self._images = dict(images)
         self._gpu_types = dict(gpu_types)
-        self._prices = dict(prices)
+        self._prices = {gpu.upper(): price for gpu, price in prices.items()}
+        unpriced = sorted({gpu.upper() for listed in self._gpu_types.values() for gpu in listed} - set(self._prices))
+        if unpriced:  # the settings refuse these first (`refuse_unpriced_gpu_types`); a driver built otherwise: here
+            raise ConfigurationError(f"Modal GPU type(s) {', '.join(unpriced)} have no price in MODAL_PRICES")
         self._port = port
         self._regions = dict(regions or {})
         self._create_seconds = create_seconds
@@ -168,14 +175,16 @@ class ModalProvider(Provider):
         multiplier = self._multiplier(request.region)
         listed = [self._price(gpu, multiplier) for gpu in self._gpu_types.get(request.gpu, ())]
         ceiling = request.max_cost_per_hour
-        if any(price is None for price in listed):
-            return ceiling
-        fitting = [price for price in listed if price is not None and (ceiling is None or price <= ceiling)]
+        fitting = [price for price in listed if ceiling is None or price <= ceiling]
         return max(fitting) if fitting else ceiling
 
-    def _price(self, gpu: str, multiplier: float) -> float | None:
-        base = self._prices.get(gpu.upper())
-        return None if base is None else round(base * multiplier, 6)
+    def _price(self, gpu: str, multiplier: float) -> float:
+        """A configured GPU type's price (every one has a price: `__init__` refuses any other)."""
+        return round(self._prices[gpu.upper()] * multiplier, 6)
+
+    def _adoptable_price(self, gpu: str | None, multiplier: float) -> float | None:
+        """The price of a found Sandbox's GPU type (its tag), None when it has none or no price (not adopted)."""
+        return self._price(gpu, multiplier) if gpu is not None and gpu.upper() in self._prices else None
 
     def _multiplier(self, region: str | None) -> float:
         modal_regions = self._regions.get(region or "", ())
@@ -198,10 +207,9 @@ class ModalProvider(Provider):
         seen: list[float] = []
         for index, gpu in enumerate(gpus):
             price = self._price(gpu, multiplier)
-            if price is not None:
-                seen.append(price)
+            seen.append(price)
             if above_ceiling(price, lease):
-                refusals.append(f"{gpu}: {price:g} USD/h at Modal's prices, above max_cost_per_hour")
+                refusals.append(f"{gpu}: {money(price)} USD/h at Modal's prices, above max_cost_per_hour")
                 continue
             share = (self._left(until) - self._settle_reserve) / (len(gpus) - index)
             if share < 0.5:
@@ -217,7 +225,7 @@ class ModalProvider(Provider):
         raise ProviderCapacityError(message)
 
     def _create(
-        self, lease: Lease, env: Mapping[str, str], gpu: str, price: float | None, share: float, until: float
+        self, lease: Lease, env: Mapping[str, str], gpu: str, price: float, share: float, until: float
     ) -> ProvisionedWorker | str:
         """The worker, or why this GPU type was passed over; raises when no GPU type can help."""
         spec = {
@@ -254,7 +262,7 @@ class ModalProvider(Provider):
             if adopted is not None:
                 return adopted
             raise ProviderUnreachable(f"Modal did not create the Sandbox: {error}") from error
-        return ProvisionedWorker(token=token, endpoint=endpoint, cost_per_hour=price, ready=False)
+        return ProvisionedWorker(token, endpoint, cost_per_hour=price, ready=False, ends_at=self.sandbox_end(lease))
 
     def _settle(self, lease: Lease, until: float, *, adopt: bool) -> ProvisionedWorker | None:
         """After a create that did not answer: adopt the lease's running Sandbox (with its tunnel), remove any
@@ -267,12 +275,14 @@ class ModalProvider(Provider):
                 "the lookup of the lease's Sandboxes",
             )
             for sandbox in found:
-                if adopt and sandbox.endpoint is not None:
+                price = self._adoptable_price(sandbox.gpu, self._multiplier(lease.region))
+                if adopt and sandbox.endpoint is not None and price is not None:
                     logger.warning(
                         "the create did not answer but its Sandbox runs; adopting it", extra={"sandbox": sandbox.token}
                     )
-                    price = self._price(sandbox.gpu, self._multiplier(lease.region)) if sandbox.gpu else None
-                    return ProvisionedWorker(sandbox.token, sandbox.endpoint, cost_per_hour=price, ready=False)
+                    return ProvisionedWorker(
+                        sandbox.token, sandbox.endpoint, price, ready=False, ends_at=self.sandbox_end(lease)
+                    )
             for sandbox in found:
                 self._terminate(sandbox.token, max(self._left(until), 1.0))
         except (ProviderRequestFailed, ProviderUnreachable) as error:
@@ -284,6 +294,20 @@ class ModalProvider(Provider):
     def _timeout(self, lease: Lease) -> int:
         left = (lease.expires_at - datetime.now(UTC)).total_seconds()
         return int(min(MAX_SANDBOX_SECONDS, max(60.0, math.ceil(left)) + TIMEOUT_MARGIN_SECONDS))
+
+    @staticmethod
+    def sandbox_end(lease: Lease) -> datetime:
+        """The earliest a Sandbox made for `lease` (by any attempt of its acquire) can be ended by its timeout.
+
+        Modal counts the timeout from the create or later, and `_timeout` asked at `t` (never before the lease
+        was made) gives min(24 h, the time left + the margin): so the Sandbox ends no sooner than
+        min(t + 24 h, expiry + margin), however long the create took. The lease's expiry cannot move before
+        the worker is recorded (a pending lease is not renewed), and Modal cannot extend a running Sandbox:
+        the lease is never renewed past this."""
+        return min(
+            lease.created_at + timedelta(seconds=MAX_SANDBOX_SECONDS),
+            lease.expires_at + timedelta(seconds=TIMEOUT_MARGIN_SECONDS),
+        )
 
     @staticmethod
     def _left(until: float) -> float:

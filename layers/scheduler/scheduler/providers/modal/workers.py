@@ -34,6 +34,7 @@ TAG_GPU = "openalice_gpu"
 TIMED_OUT, TERMINATED = 124, 137
 TUNNEL_WAIT_SECONDS = 55  # a server-side long poll; the session's deadline ends it sooner
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DAY_NS = 24 * 3600 * 1_000_000_000
 
 
 class Found(NamedTuple):
@@ -192,6 +193,17 @@ async def readiness_many(client: Any, sandbox_ids: list[str], port: int) -> dict
     return answers
 
 
+def _fetch_since(since_ns: int) -> datetime:
+    """What to ask Modal for lines since: `since_ns` kept within two days ago and a day ahead (in nanoseconds,
+    before any datetime is made: RFC 3339 reaches from year 1 to past 9999, which datetime cannot hold), a
+    millisecond early (the client carries it as float seconds; `select` is exact). Modal refuses ranges past
+    35 days and a Sandbox lives at most a day, so older is the same as two days ago; later than a day ahead
+    matches no line, as a day ahead does not."""
+    now_ns = time.time_ns()
+    kept = min(max(since_ns, now_ns - 2 * _DAY_NS), now_ns + _DAY_NS)
+    return _EPOCH + timedelta(microseconds=kept // 1000) - timedelta(milliseconds=1)
+
+
 async def read_logs(client: Any, sandbox_id: str, query: LogQuery) -> list[LogLine]:
     """The Sandbox's output and Modal's lines about it (`system`), per the query; WorkerGone once it finished."""
     try:
@@ -205,11 +217,7 @@ async def read_logs(client: Any, sandbox_id: str, query: LogQuery) -> list[LogLi
         if query.since_ns is None:
             entries = [entry async for entry in sandbox.logs.tail.aio(max(1, query.tail))]
         else:
-            # A millisecond early: the client carries `since` as float seconds; `select` below is exact. Modal
-            # refuses ranges past 35 days, and a Sandbox lives at most a day: older is the same as a day ago.
-            since = _EPOCH + timedelta(microseconds=query.since_ns // 1000) - timedelta(milliseconds=1)
-            since = max(since, datetime.now(UTC) - timedelta(days=2))
-            entries = [entry async for entry in sandbox.logs.fetch.aio(since=since)]
+            entries = [entry async for entry in sandbox.logs.fetch.aio(since=_fetch_since(query.since_ns))]
     except modal_errors.ExecutionError:
         return []  # not scheduled yet: it has printed nothing
     lines: list[LogLine] = []
