@@ -1,14 +1,14 @@
 """The `local-docker` driver: containers on one Docker Engine, labelled so the reconciler can find them.
 
-This module (with `docker_engine/`, how it connects) is the only code that speaks the Docker Engine API.
+This package (with `docker_engine/`, how it connects) is the only code that speaks the Docker Engine API.
+Here: the driver built from its settings, and a container made for a lease. What the engine says of the
+containers (`inspection.py`), their removal (`removal.py`) and their logs (`logs.py`) load when first used.
 """
 
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from threading import Lock
 from typing import TYPE_CHECKING, Any
@@ -42,12 +42,23 @@ from scheduler.providers.base import (
     worker_name,
 )
 from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
-from scheduler.providers.docker_engine.client import EngineClient, connect, forget_negotiated, negotiate
-from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
+from scheduler.providers.docker_engine.client import (
+    EngineClient,
+    call_failed,
+    connect,
+    negotiate,
+    renegotiate_if_refused,
+)
+from scheduler.providers.docker_engine.failures import (
+    CONNECTION_ERRORS,
+    describe,
+    describe_api_error,
+    is_version_refusal,
+)
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME, LocalDockerSettings
 from scheduler.providers.local_docker.hosts import DEFAULT_HOST_NAME, DockerHostSpec
-from scheduler.providers.local_docker.states import STOPPED_STATES, is_stopped, readiness_from_state, reason_from_state
+from scheduler.providers.local_docker.states import readiness_from_state
 
 if TYPE_CHECKING:  # the acquire function imports this driver at init: the fleet and log reading load when used
     from scheduler.providers.local_docker.fleet import DockerFleet, HostSlots
@@ -56,11 +67,9 @@ if TYPE_CHECKING:  # the acquire function imports this driver at init: the fleet
 
 logger = Logger(child=True)
 
-_GONE_POLL_SECONDS = 10.0
 # Removing a half-made container needs a round trip or two; with less time left it is the reconciler's.
 _CLEANUP_MIN_SECONDS = 1.0
 _GPU_REFUSALS = ("could not select device driver", "nvidia", "gpu")
-_CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
 
 def from_settings(settings: LocalDockerSettings) -> LocalDockerProvider:
@@ -188,13 +197,13 @@ class LocalDockerProvider(Provider):
                     " (docker pull or docker load it there, or set RENDERER_IMAGE/ANIM_IMAGE)"
                 ) from error
             except APIError as error:
-                self._note_version_refusal(client, error)
+                renegotiate_if_refused(client, error)
                 if is_version_refusal(error):
                     raise ProviderUnreachable(describe_api_error(error)) from error
                 raise ProviderRequestFailed(
                     f"the Docker host refused to create the container: {describe_api_error(error)}"
                 ) from error
-            except _CONNECTION_ERRORS as error:
+            except CONNECTION_ERRORS as error:
                 # A create that timed out may still have happened on the engine: remove it by name.
                 self._give_up(client, name, deadline, error)
             container_id = str(created["Id"])
@@ -206,7 +215,7 @@ class LocalDockerProvider(Provider):
                 if lease.gpu == GpuClass.ENTRY and any(word in explanation.lower() for word in _GPU_REFUSALS):
                     raise ProviderCapacityError(f"GPU not available on the Docker host: {explanation}") from error
                 raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
-            except _CONNECTION_ERRORS as error:
+            except CONNECTION_ERRORS as error:
                 self._give_up(client, container_id, deadline, error)
             ready = self._ready_at_start(client, container_id)
             return ProvisionedWorker(
@@ -222,87 +231,45 @@ class LocalDockerProvider(Provider):
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
         """Stop and remove the container (by id, or by its lease name), then confirm it is gone."""
+        from scheduler.providers.local_docker.removal import remove_and_confirm
+
         deadline = or_never(deadline)
         reference = self._container(lease_id, token)
-        client = self._api_for_cleanup(deadline)
-        with client.within(deadline):
-            try:
-                client.remove_container(reference, force=True)
-            except NotFound:
-                return
-            except APIError as error:
-                if error.status_code != 409:  # 409: a removal is already in progress; confirm below
-                    raise ProviderRequestFailed(
-                        f"the Docker host refused to remove {reference}: {describe_api_error(error)}"
-                    ) from error
-            except _CONNECTION_ERRORS as error:
-                raise ProviderRequestFailed(f"cannot remove {reference}: {self._describe(client, error)}") from error
-            self._wait_until_gone(client, reference, deadline)
+        remove_and_confirm(self._api_for_cleanup(deadline), reference, deadline)
 
     def list_managed(self, deadline: Deadline | None = None) -> list[ManagedWorker]:
         """Every container carrying our managed label, running or not (stopped ones with the reason)."""
+        from scheduler.providers.local_docker.inspection import managed_workers
+
         deadline = or_never(deadline)
-        client = self._api_for_cleanup(deadline)
-        containers = self._containers(client, deadline, {"label": f"{MANAGED_LABEL}=true"})
-        with client.within(deadline):
-            return [
-                ManagedWorker(
-                    lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
-                    token=container["Id"],
-                    created_at=datetime.fromtimestamp(int(container["Created"]), UTC),
-                    stopped_reason=self._reason_for(client, container) if is_stopped(container) else None,
-                )
-                for container in containers
-            ]
+        return managed_workers(self._api_for_cleanup(deadline), deadline)
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed containers that exited, died or are stuck restarting: one filtered listing."""
+        from scheduler.providers.local_docker.inspection import stopped_workers
+
         deadline = or_never(deadline)
-        client = self._api_for_cleanup(deadline)
-        containers = self._containers(
-            client, deadline, {"label": f"{MANAGED_LABEL}=true", "status": list(STOPPED_STATES)}
-        )
-        with client.within(deadline):
-            return [
-                StoppedWorker(
-                    lease_id=container["Labels"].get(LEASE_ID_LABEL, ""),
-                    token=container["Id"],
-                    reason=self._reason_for(client, container),
-                )
-                for container in containers
-            ]
+        return stopped_workers(self._api_for_cleanup(deadline), deadline)
 
     def stopped_reason(self, lease_id: str, token: str, deadline: Deadline | None = None) -> str | None:
         """One inspect: why the container no longer serves (stopped or gone), or None while it runs (or while it
         cannot tell: a worker on a Docker host that is not configured)."""
+        from scheduler.providers.local_docker.inspection import stopped_reason
+
         deadline = or_never(deadline)
         try:
-            token = self._container(lease_id, token)
+            reference = self._container(lease_id, token)
         except WorkerHostNotConfigured:
             return None
-        client = self._api_for_cleanup(deadline)
-        with client.within(deadline):
-            try:
-                state = client.inspect_container(token)["State"]
-            except NotFound:
-                return "the worker container no longer exists on the Docker host (removed behind the service's back)"
-            except (APIError, *_CONNECTION_ERRORS) as error:
-                raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
-        return reason_from_state(state)
+        return stopped_reason(self._api_for_cleanup(deadline), reference, deadline)
 
     def readiness(self, lease_id: str, token: str, deadline: Deadline | None = None) -> Readiness:
         """One inspect: ready when running (and healthy, if the image has a HEALTHCHECK); failed if stopped or gone."""
+        from scheduler.providers.local_docker.inspection import readiness
+
         deadline = or_never(deadline)
-        token = self._container(lease_id, token)
-        client = self._api_for_cleanup(deadline)
-        with client.within(deadline):
-            try:
-                state = client.inspect_container(token)["State"]
-            except NotFound:
-                return Readiness.failed("the worker container no longer exists on the Docker host")
-            except (APIError, *_CONNECTION_ERRORS) as error:
-                raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
-        return readiness_from_state(state)
+        reference = self._container(lease_id, token)
+        return readiness(self._api_for_cleanup(deadline), reference, deadline)
 
     def logs(
         self, lease_id: str, token: str | None, query: LogQuery, deadline: Deadline | None = None
@@ -325,11 +292,11 @@ class LocalDockerProvider(Provider):
                         f"the container {reference} is being removed: {describe_api_error(error)}"
                     ) from error
                 raise ProviderRequestFailed(
-                    f"cannot read the logs of {reference}: {self._describe(client, error)}"
+                    f"cannot read the logs of {reference}: {call_failed(client, error)}"
                 ) from error
             except requests.exceptions.RequestException as error:
                 raise ProviderRequestFailed(
-                    f"cannot read the logs of {reference}: {self._describe(client, error)}"
+                    f"cannot read the logs of {reference}: {call_failed(client, error)}"
                 ) from error
 
     def vouches_for(self, token: str | None) -> bool:
@@ -361,7 +328,7 @@ class LocalDockerProvider(Provider):
         then the sweep or a read asks again)."""
         try:
             state = client.inspect_container(container_id)["State"]
-        except (APIError, KeyError, *_CONNECTION_ERRORS):
+        except (APIError, KeyError, *CONNECTION_ERRORS):
             return False
         return readiness_from_state(state).state is ReadinessState.READY
 
@@ -378,7 +345,7 @@ class LocalDockerProvider(Provider):
             with client.within(deadline):
                 try:
                     version = negotiate(client)
-                except (ApiVersionMismatch, APIError, *_CONNECTION_ERRORS) as error:
+                except (ApiVersionMismatch, APIError, *CONNECTION_ERRORS) as error:
                     raise self._unreachable(client, error) from error
             logger.info("Docker Engine API version chosen", extra={"host": client.host, "api_version": version})
         return client
@@ -391,30 +358,9 @@ class LocalDockerProvider(Provider):
         except ProviderUnreachable as error:
             raise ProviderRequestFailed(str(error)) from error
 
-    def _containers(self, client: EngineClient, deadline: Deadline, filters: dict[str, Any]) -> list[dict[str, Any]]:
-        with client.within(deadline):
-            try:
-                return list(client.containers(all=True, filters=filters))
-            except (APIError, *_CONNECTION_ERRORS) as error:
-                if isinstance(error, APIError):
-                    self._note_version_refusal(client, error)
-                raise ProviderRequestFailed(
-                    f"the Docker host cannot list containers: {self._describe(client, error)}"
-                ) from error
-
-    def _reason_for(self, client: EngineClient, container: Mapping[str, Any]) -> str:
-        """The stop reason from an inspect (exit code, OOM kill, time), else from the listing's summary."""
-        try:
-            reason = reason_from_state(client.inspect_container(container["Id"])["State"])
-        except NotFound:
-            return "the worker container no longer exists on the Docker host (removed behind the service's back)"
-        except (APIError, *_CONNECTION_ERRORS):
-            reason = None
-        return reason or f"the worker container is {container.get('State', 'stopped')}: {container.get('Status', '')}"
-
     def _give_up(self, client: EngineClient, reference: str, deadline: Deadline, error: Exception) -> None:
         """After a lost create/start: remove what may have been made, or leave it to the reconciler."""
-        description = self._describe(client, error)
+        description = call_failed(client, error)
         if not self._remove_quietly(client, reference, deadline):
             raise WorkerOutcomeUnknown(
                 f"{description}; a container may have been made and is left to the reconciler"
@@ -430,11 +376,11 @@ class LocalDockerProvider(Provider):
             client.remove_container(reference, force=True)
         except NotFound:
             return True
-        except (DockerException, *_CONNECTION_ERRORS) as error:
+        except (DockerException, *CONNECTION_ERRORS) as error:
             # Left for the reconciler, which finds it by its managed label.
             logger.warning(
                 "could not remove a half-made container",
-                extra={"container": reference, "error": self._describe(client, error)},
+                extra={"container": reference, "error": call_failed(client, error)},
             )
             return False
         return True
@@ -447,41 +393,9 @@ class LocalDockerProvider(Provider):
         try:
             networks = client.inspect_container(container_id)["NetworkSettings"]["Networks"]
             address = networks.get(self._network, {}).get("IPAddress")
-        except (APIError, KeyError, *_CONNECTION_ERRORS):
+        except (APIError, KeyError, *CONNECTION_ERRORS):
             address = None
         return f"http://{address}:{self._worker_port}" if address else None
 
-    def _wait_until_gone(self, client: EngineClient, reference: str, deadline: Deadline) -> None:
-        give_up_at = deadline.sooner(_GONE_POLL_SECONDS)
-        delay = 0.05
-        while True:
-            try:
-                client.inspect_container(reference)
-            except NotFound:
-                return
-            except (APIError, *_CONNECTION_ERRORS) as error:
-                raise ProviderRequestFailed(
-                    f"could not confirm {reference} is gone: {self._describe(client, error)}"
-                ) from error
-            if give_up_at.expired:
-                raise ProviderRequestFailed(f"container {reference} is still present after removal")
-            time.sleep(min(delay, give_up_at.remaining()))
-            delay = min(delay * 2, 1.0)
-
     def _unreachable(self, client: EngineClient, error: Exception) -> ProviderUnreachable:
-        return ProviderUnreachable(self._describe(client, error))
-
-    def _describe(self, client: EngineClient, error: BaseException) -> str:
-        description = describe(error, client.host, client.cert_dir)
-        logger.warning(
-            "Docker host call failed",
-            extra={"host": client.host, "problem": description, "timeout": is_timeout(error)},
-        )
-        return description
-
-    def _note_version_refusal(self, client: EngineClient, error: APIError) -> None:
-        # The engine was replaced by one with another API range (e.g. upgraded to Engine 29 while this
-        # environment stayed warm): negotiate again on the next call.
-        if is_version_refusal(error) and client.version_settled and not client.version_pinned:
-            forget_negotiated(client.host)
-            client.version_settled = False
+        return ProviderUnreachable(call_failed(client, error))
