@@ -10,15 +10,7 @@ import docker
 
 def client_from_env(environment: dict[str, str], timeout: int = 60) -> docker.DockerClient:
     """A `docker.DockerClient` for the DOCKER_* variables in `environment`, as the service connects."""
-    from scheduler.providers.docker_engine.client import connect, negotiate
-
-    api = connect(environment, api_version=environment.get("DOCKER_API_VERSION") or None, timeout=timeout)
-    try:
-        negotiate(api)
-    except Exception:
-        api.close()
-        raise
-    return docker_client_on(api)
+    return _connected(environment, environment.get("DOCKER_API_VERSION") or None, timeout)
 
 
 def tls_client(host: str, cert_path: Path, version: str | None = None, timeout: int = 60) -> docker.DockerClient:
@@ -29,13 +21,14 @@ def tls_client(host: str, cert_path: Path, version: str | None = None, timeout: 
     works on Python 3.13 too) and speak the API version negotiated with the engine unless `version`
     pins one.
     """
+    environment = {"DOCKER_HOST": host, "DOCKER_CERT_PATH": str(cert_path), "DOCKER_TLS_VERIFY": "1"}
+    return _connected(environment, version, timeout)
+
+
+def _connected(environment: dict[str, str], api_version: str | None, timeout: int) -> docker.DockerClient:
     from scheduler.providers.docker_engine.client import connect, negotiate
 
-    api = connect(
-        {"DOCKER_HOST": host, "DOCKER_CERT_PATH": str(cert_path), "DOCKER_TLS_VERIFY": "1"},
-        api_version=version,
-        timeout=timeout,
-    )
+    api = connect(environment, api_version=api_version, timeout=timeout)
     try:
         negotiate(api)
     except Exception:
