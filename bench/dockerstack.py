@@ -36,7 +36,7 @@ class DockerTarget:
 
     def client(self, timeout: int = 60) -> Any:
         """A docker.DockerClient verifying the host against its own CA, its API version negotiated."""
-        from devstack.docker_host import tls_client
+        from devstack.docker_clients import tls_client
 
         return tls_client(self.env["DOCKER_HOST"], Path(self.env["DOCKER_CERT_PATH"]), None, timeout)
 
@@ -66,7 +66,8 @@ def docker_prerequisites() -> str | None:
 @contextlib.contextmanager
 def docker_target() -> Iterator[DockerTarget]:
     """The TLS Docker host from the environment, or one started (and stopped) here."""
-    from devstack.docker_host import ensure_worker_images, start_tls_docker_host
+    from devstack.docker_host import start_tls_docker_host
+    from devstack.worker_image import ensure_worker_images
 
     host, state_dir = None, None
     if os.environ.get("DOCKER_HOST") and os.environ.get("DOCKER_CERT_PATH"):

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from devstack.dynamodb_front import Faults
+from devstack.dynamodb_faults import Faults
 from devstack.settings import port, seconds
 from devstack.stack import STATE_DIR, LocalStack
 from scheduler.errors import ConfigurationError

@@ -3,17 +3,16 @@
 python -m devstack.docker_host start --state-dir .local/docker   # prints eval-able exports
 python -m devstack.docker_host status --state-dir .local/docker
 python -m devstack.docker_host stop --state-dir .local/docker
+
+Its certificates are `docker_tls`'s, its clients `docker_clients`', the image it runs `worker_image`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime as dt
 import fcntl
 import hashlib
-import io
-import ipaddress
 import json
 import os
 import re
@@ -21,10 +20,8 @@ import shlex
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,21 +32,10 @@ from pathlib import Path
 import docker
 import docker.errors
 import requests
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-WORKER_IMAGE = "openalice/worker:dev"
-# Tags the local stack runs; all point at the one busybox worker image unless a real image exists.
-WORKER_IMAGES = {"renderer": "openalice/renderer:dev", "anim": "openalice/anim:dev"}
-WORKER_CMD = 'CMD ["/bin/sleep","86400"]'
-BUSYBOX = Path("/usr/bin/busybox")
-BUSYBOX_APPLETS = ("sh", "sleep", "httpd", "echo", "cat", "ls", "env", "true")
+from devstack.docker_clients import server_api_version, tls_client
+from devstack.docker_tls import TlsMaterial, generate_tls_material, utcnow, write_atomically
 
-CERT_VALIDITY = dt.timedelta(days=30)
-CERT_MIN_REMAINING = dt.timedelta(days=1)
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 20.0
 # The daemon's own unix sockets live under the exec root; a sun_path holds at most 107 bytes.
@@ -57,7 +43,6 @@ MAX_EXEC_ROOT_LENGTH = 70
 # Extra places to look for the daemon's binaries: /usr/sbin is often missing from a user's PATH.
 DAEMON_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-_TLS_FILES = ("ca.pem", "ca-key.pem", "server-cert.pem", "server-key.pem", "cert.pem", "key.pem")
 _MNT_DETACH = 2
 
 
@@ -67,199 +52,6 @@ class DockerHostError(RuntimeError):
 
 class DockerHostUnavailable(DockerHostError):
     """This machine lacks what the TLS Docker host needs (dockerd, root, busybox-static)."""
-
-
-@dataclass(frozen=True)
-class TlsMaterial:
-    """Paths of the CA, server and client certificates and keys in one directory."""
-
-    directory: Path
-    ca_cert: Path
-    ca_key: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-
-    @classmethod
-    def in_directory(cls, directory: Path) -> TlsMaterial:
-        """The standard file names inside `directory` (as DOCKER_CERT_PATH expects for the client)."""
-        return cls(
-            directory=directory,
-            ca_cert=directory / "ca.pem",
-            ca_key=directory / "ca-key.pem",
-            server_cert=directory / "server-cert.pem",
-            server_key=directory / "server-key.pem",
-            client_cert=directory / "cert.pem",
-            client_key=directory / "key.pem",
-        )
-
-
-# --- TLS material --------------------------------------------------------------------------
-
-
-def generate_tls_material(directory: Path) -> TlsMaterial:
-    """Write a private CA, a server cert for 127.0.0.1/localhost and a client cert into `directory`.
-
-    Reuses the existing files while they chain to the CA and stay valid for more than a day.
-    """
-    material = TlsMaterial.in_directory(directory)
-    if _tls_material_usable(material):
-        return material
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    now = _utcnow()
-    ca_key, ca_cert = _new_ca("openalice dev Docker CA", now)
-    server_key = _new_key()
-    server_cert = _issue(
-        ca_key,
-        ca_cert,
-        server_key,
-        "localhost",
-        now,
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-    )
-    client_key = _new_key()
-    client_cert = _issue(ca_key, ca_cert, client_key, "openalice dev client", now, ExtendedKeyUsageOID.CLIENT_AUTH)
-    # Keys before certificates: a run cut short leaves a cert that no longer chains, so the
-    # next run regenerates everything instead of pairing a cert with the wrong key.
-    _write_key(material.ca_key, ca_key)
-    _write_cert(material.ca_cert, ca_cert)
-    _write_key(material.server_key, server_key)
-    _write_cert(material.server_cert, server_cert)
-    _write_key(material.client_key, client_key)
-    _write_cert(material.client_cert, client_cert)
-    return material
-
-
-def generate_untrusted_client(directory: Path, server_ca: Path | None = None) -> Path:
-    """Write `cert.pem`/`key.pem` signed by a fresh, unrelated CA into `directory`, and return it.
-
-    `ca.pem` is a copy of `server_ca` when given (so the server still verifies), else the rogue CA.
-    """
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    now = _utcnow()
-    rogue_key, rogue_cert = _new_ca("unrelated CA", now)
-    client_key = _new_key()
-    client_cert = _issue(
-        rogue_key, rogue_cert, client_key, "openalice dev client", now, ExtendedKeyUsageOID.CLIENT_AUTH
-    )
-    _write_cert(directory / "rogue-ca.pem", rogue_cert)
-    _write_key(directory / "key.pem", client_key)
-    _write_cert(directory / "cert.pem", client_cert)
-    if server_ca is not None:
-        shutil.copyfile(server_ca, directory / "ca.pem")
-    else:
-        _write_cert(directory / "ca.pem", rogue_cert)
-    return directory
-
-
-def _tls_material_usable(material: TlsMaterial) -> bool:
-    if not all((material.directory / name).is_file() for name in _TLS_FILES):
-        return False
-    try:
-        ca = x509.load_pem_x509_certificate(material.ca_cert.read_bytes())
-        leaves = [
-            x509.load_pem_x509_certificate(path.read_bytes()) for path in (material.server_cert, material.client_cert)
-        ]
-        for leaf in leaves:
-            leaf.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        return False
-    deadline = _utcnow() + CERT_MIN_REMAINING
-    return all(cert.not_valid_after_utc > deadline for cert in (ca, *leaves))
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _new_ca(common_name: str, now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = _new_key()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CERT_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def _issue(
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_cert: x509.Certificate,
-    key: ec.EllipticCurvePrivateKey,
-    common_name: str,
-    now: dt.datetime,
-    usage: x509.ObjectIdentifier,
-    san: x509.SubjectAlternativeName | None = None,
-) -> x509.Certificate:
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CERT_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-    )
-    if san is not None:
-        builder = builder.add_extension(san, critical=False)
-    return builder.sign(ca_key, hashes.SHA256())
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=not cert_sign,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    data = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    _write_atomically(path, data, 0o600)
-
-
-def _write_cert(path: Path, cert: x509.Certificate) -> None:
-    _write_atomically(path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-
-
-def _write_atomically(path: Path, data: bytes, mode: int) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.unlink(missing_ok=True)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(temporary, mode)  # O_CREAT's mode is filtered by the umask
-    os.replace(temporary, path)
 
 
 # --- the daemon ------------------------------------------------------------------------------
@@ -293,7 +85,7 @@ class TlsDockerHost:
     def client(self, timeout: int = 60) -> docker.DockerClient:
         """A `docker.DockerClient` that presents our client cert and trusts only our CA."""
         if self.api_version is None:
-            self.api_version = _server_api_version(self.host, self.cert_path, timeout)
+            self.api_version = server_api_version(self.host, self.cert_path, timeout)
         return tls_client(self.host, self.cert_path, self.api_version, timeout)
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
@@ -363,7 +155,7 @@ def start_tls_docker_host(
         previous = load_tls_docker_host(state_dir)
         if previous is not None and _is_running(previous.pid):
             try:
-                previous.api_version = _server_api_version(previous.host, previous.cert_path, 5)
+                previous.api_version = server_api_version(previous.host, previous.cert_path, 5)
             except (docker.errors.DockerException, requests.exceptions.RequestException):
                 _log(f"dockerd (pid {previous.pid}) for {state_dir} is not answering; restarting it")
                 previous.stop()
@@ -450,7 +242,7 @@ def _launch(dockerd: str, state_dir: Path, material: TlsMaterial, port: int, tim
                 f"{host.log_file} ends with:\n{_log_tail(host.log_file)}"
             )
         try:
-            host.api_version = _server_api_version(host.host, host.cert_path, 2)
+            host.api_version = server_api_version(host.host, host.cert_path, 2)
             break
         except (docker.errors.DockerException, requests.exceptions.RequestException):
             if time.monotonic() > deadline:
@@ -500,58 +292,6 @@ def _read_pid(pidfile: Path) -> int:
         return int(pidfile.read_text().strip())
     except (OSError, ValueError):
         return 0
-
-
-def client_from_env(environment: dict[str, str], timeout: int = 60) -> docker.DockerClient:
-    """A `docker.DockerClient` for the DOCKER_* variables in `environment`, as the service connects."""
-    from scheduler.providers.docker_engine.client import connect, negotiate
-
-    api = connect(environment, api_version=environment.get("DOCKER_API_VERSION") or None, timeout=timeout)
-    try:
-        negotiate(api)
-    except Exception:
-        api.close()
-        raise
-    return docker_client_on(api)
-
-
-def tls_client(host: str, cert_path: Path, version: str | None = None, timeout: int = 60) -> docker.DockerClient:
-    """A `docker.DockerClient` using `cert_path`'s cert.pem/key.pem, trusting only its ca.pem.
-
-    Built on the local-docker driver's own client (scheduler.providers.docker_engine), so the dev
-    tools verify TLS exactly as the service does (a CA without keyUsage, as Docker's guide makes it,
-    works on Python 3.13 too) and speak the API version negotiated with the engine unless `version`
-    pins one.
-    """
-    from scheduler.providers.docker_engine.client import connect, negotiate
-
-    api = connect(
-        {"DOCKER_HOST": host, "DOCKER_CERT_PATH": str(cert_path), "DOCKER_TLS_VERIFY": "1"},
-        api_version=version,
-        timeout=timeout,
-    )
-    try:
-        negotiate(api)
-    except Exception:
-        api.close()
-        raise
-    return docker_client_on(api)
-
-
-def docker_client_on(api: docker.APIClient) -> docker.DockerClient:
-    """A high-level `docker.DockerClient` over an existing low-level client."""
-    # DockerClient.__init__ only builds an APIClient from its arguments; this one is built already.
-    client: docker.DockerClient = docker.DockerClient.__new__(docker.DockerClient)
-    client.api = api
-    return client
-
-
-def _server_api_version(host: str, cert_path: Path, timeout: int) -> str:
-    client = tls_client(host, cert_path, timeout=timeout)
-    try:
-        return str(client.api.api_version)
-    finally:
-        client.close()
 
 
 def _is_running(pid: int, name: str = "dockerd") -> bool:
@@ -615,9 +355,9 @@ def _write_state(host: TlsDockerHost) -> None:
         "exec_root": str(host.exec_root),
         "pidfile": str(host.pidfile),
         "log_file": str(host.log_file),
-        "started_at": _utcnow().isoformat(),
+        "started_at": utcnow().isoformat(),
     }
-    _write_atomically(_state_file(host.state_dir), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
+    write_atomically(_state_file(host.state_dir), (json.dumps(state, indent=2) + "\n").encode(), 0o644)
 
 
 @contextmanager
@@ -641,80 +381,6 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-# --- the worker image ----------------------------------------------------------------------
-
-
-def ensure_worker_image(client: docker.DockerClient, tag: str = WORKER_IMAGE) -> str:
-    """Import a busybox-only image as `tag` (CMD sleep 86400) unless the daemon already has it."""
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    repository, version = _split_tag(tag)
-    result = client.api.import_image_from_data(
-        _busybox_rootfs(), repository=repository, tag=version, changes=[WORKER_CMD]
-    )
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        raise DockerHostError(f"importing {tag} failed: {result}") from None
-    return tag
-
-
-def ensure_worker_images(client: docker.DockerClient) -> dict[str, str]:
-    """Tag the worker image as each of `WORKER_IMAGES` that is missing; return kind -> tag."""
-    image = client.images.get(ensure_worker_image(client))
-    for tag in WORKER_IMAGES.values():
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            image.tag(*_split_tag(tag))
-    return dict(WORKER_IMAGES)
-
-
-def _split_tag(tag: str) -> tuple[str, str]:
-    repository, _, version = tag.rpartition(":")
-    if not repository or "/" in version:  # no tag, or the colon was a registry's port
-        return tag, "latest"
-    return repository, version
-
-
-def _busybox_rootfs() -> bytes:
-    """A tar of /bin/busybox plus applet symlinks and /tmp, owned by root."""
-    if not BUSYBOX.is_file() or not _is_static_elf(BUSYBOX):
-        raise DockerHostUnavailable(f"{BUSYBOX} is missing or not statically linked: `apt-get install busybox-static`")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name, mode in (("bin", 0o755), ("tmp", 0o1777)):
-            directory = tarfile.TarInfo(name)
-            directory.type, directory.mode = tarfile.DIRTYPE, mode
-            archive.addfile(directory)
-        binary = tarfile.TarInfo("bin/busybox")
-        binary.size, binary.mode = BUSYBOX.stat().st_size, 0o755
-        with BUSYBOX.open("rb") as source:
-            archive.addfile(binary, source)
-        for applet in BUSYBOX_APPLETS:
-            link = tarfile.TarInfo(f"bin/{applet}")
-            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
-            archive.addfile(link)
-    return buffer.getvalue()
-
-
-def _is_static_elf(path: Path) -> bool:
-    """Whether `path` is a 64-bit little-endian ELF without an interpreter (PT_INTERP)."""
-    with path.open("rb") as elf:
-        header = elf.read(64)
-        if len(header) < 64 or header[:6] != b"\x7fELF\x02\x01":
-            return False
-        (phoff,) = struct.unpack_from("<Q", header, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", header, 0x36)
-        elf.seek(phoff)
-        table = elf.read(phentsize * phnum)
-    pt_interp = 3
-    return all(struct.unpack_from("<I", table, i * phentsize)[0] != pt_interp for i in range(phnum))
 
 
 # --- command line --------------------------------------------------------------------------

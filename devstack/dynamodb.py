@@ -17,7 +17,8 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from devstack.dynamodb_front import DynamoDBFront, Faults, install_item_level_transactions
+from devstack.dynamodb_faults import Faults
+from devstack.dynamodb_front import DynamoDBFront, install_item_level_transactions
 
 DynamoDBClient = Any  # a boto3 DynamoDB client (botocore builds its type at run time)
 

@@ -20,6 +20,8 @@ requests (which also hid every conflict DynamoDB would answer), this front gives
   before anything is applied, with DynamoDB's own wire shapes of `TransactionConflictException`
   (single-item writes), `TransactionCanceledException` with a `TransactionConflict` reason
   (transactions), `ProvisionedThroughputExceededException` or `ThrottlingException` (any).
+
+The locks are `dynamodb_locks`'s; the faults, and DynamoDB's refusals they answer with, `dynamodb_faults`'s.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from devstack.dynamodb_faults import FaultCounts, Faults, Refusal, item_conflict, throttled, transaction_conflict
+from devstack.dynamodb_locks import ITEMS, TABLES, Key
 
 TOKEN_WINDOW_SECONDS = 600.0  # DynamoDB: a client request token is valid for 10 minutes
 _JSON = "application/x-amz-json-1.0"
-_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 _SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 _READS = frozenset({"GetItem", "Query", "Scan", "DescribeTable", "DescribeTimeToLive"})
 _DATA_PLANE = _SINGLE_WRITES | {
@@ -52,241 +55,6 @@ _DATA_PLANE = _SINGLE_WRITES | {
     "TransactGetItems",
 }
 _CATALOG_WRITES = frozenset({"CreateTable", "DeleteTable", "UpdateTable", "UpdateTimeToLive", "RestoreTableFromBackup"})
-
-Key = tuple[str, str]  # (table name, canonical JSON of the item's key)
-
-
-# --- faults ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Probabilities of the contention answers DynamoDB gives; all zero unless DYNAMODB_FAULTS sets them."""
-
-    conflict: float = 0.0
-    throttle: float = 0.0
-    seed: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Faults:
-        """`conflict=0.1,throttle=0.05[,seed=7]`; ValueError naming what is wrong."""
-        values: dict[str, Any] = {}
-        for part in (piece.strip() for piece in text.split(",")):
-            if not part:
-                continue
-            name, _, raw = part.partition("=")
-            name = name.strip()
-            if name not in ("conflict", "throttle", "seed"):
-                raise ValueError(f"DYNAMODB_FAULTS: unknown fault {name!r} (known: conflict, throttle, seed)")
-            try:
-                if not raw.isascii() or "_" in raw:  # int() and float() also take `٣` and `1_0`
-                    raise ValueError(raw)
-                number = int(raw) if name == "seed" else float(raw)
-            except ValueError as error:
-                raise ValueError(f"DYNAMODB_FAULTS: {name} needs a number, not {raw!r}") from error
-            if name != "seed" and not 0.0 <= number <= 1.0:
-                raise ValueError(f"DYNAMODB_FAULTS: {name} is a probability from 0 to 1, not {raw}")
-            values[name] = number
-        return cls(**values)
-
-    @property
-    def active(self) -> bool:
-        """True when any fault may be injected."""
-        return self.conflict > 0 or self.throttle > 0
-
-    def describe(self) -> str:
-        """`conflict=0.1,throttle=0.05` (what the stack prints at start)."""
-        return f"conflict={self.conflict:g},throttle={self.throttle:g}"
-
-
-@dataclass
-class FaultCounts:
-    """How many faults of each kind were injected (for load runs and tests)."""
-
-    by_code: dict[str, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, code: str) -> None:
-        with self.lock:
-            self.by_code[code] = self.by_code.get(code, 0) + 1
-
-
-class _Refusal(Exception):
-    """An answer DynamoDB gives instead of doing the request."""
-
-    def __init__(self, code: str, message: str, extra: dict[str, Any] | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.extra = extra or {}
-        self.status = status
-
-    def body(self) -> bytes:
-        type_name = code_type(self.code)
-        key = "Message" if self.code == "TransactionCanceledException" else "message"
-        return json.dumps({"__type": type_name, key: self.message, **self.extra}).encode()
-
-
-def code_type(code: str) -> str:
-    """The `__type` DynamoDB puts on an error (throttling comes from the service framework, not DynamoDB)."""
-    return "com.amazon.coral.availability#ThrottlingException" if code == "ThrottlingException" else _PREFIX + code
-
-
-def transaction_conflict(count: int, index: int) -> _Refusal:
-    """TransactionCanceledException with TransactionConflict at `index` of `count` items."""
-    reasons: list[dict[str, str]] = [{"Code": "None"} for _ in range(count)]
-    reasons[index] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
-    listed = ", ".join(reason["Code"] for reason in reasons)
-    return _Refusal(
-        "TransactionCanceledException",
-        f"Transaction cancelled, please refer cancellation reasons for specific reasons [{listed}]",
-        {"CancellationReasons": reasons},
-    )
-
-
-def item_conflict() -> _Refusal:
-    """What a single-item write to an item inside a running transaction gets."""
-    return _Refusal(
-        "TransactionConflictException",
-        "Transaction is ongoing for the item",
-    )
-
-
-def throttled(rng: random.Random) -> _Refusal:
-    """One of DynamoDB's two throttling answers."""
-    if rng.random() < 0.5:  # nosec B311 - fault injection, not security
-        return _Refusal(
-            "ProvisionedThroughputExceededException",
-            "The level of configured provisioned throughput for the table was exceeded."
-            " Consider increasing your provisioning level with the UpdateTable API.",
-        )
-    return _Refusal("ThrottlingException", "Rate of requests exceeds the allowed throughput.")
-
-
-# --- locks -------------------------------------------------------------------------------------
-
-
-class _ReadWriteLock:
-    """Many readers or one writer; a waiting writer holds back new readers (no writer starvation)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._waiting_writers = 0
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer or self._waiting_writers:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting_writers += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._waiting_writers -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-
-class ItemLocks:
-    """Which items a write or a transaction is working on right now."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._holders: dict[Key, str] = {}  # "write" or "transaction"
-        self.conflicts = 0  # refusals because another transaction held an item (not injected ones)
-
-    @contextlib.contextmanager
-    def write(self, keys: Iterable[Key]) -> Iterator[None]:
-        """Hold `keys` for single-item writes: wait for other writes, refuse if a transaction holds one."""
-        wanted = sorted(set(keys))
-        taken: list[Key] = []
-        try:
-            for key in wanted:  # in sorted order, so two batch writes cannot wait on each other
-                with self._cond:
-                    while self._holders.get(key) == "write":
-                        self._cond.wait()
-                    if self._holders.get(key) == "transaction":
-                        self.conflicts += 1
-                        raise item_conflict()
-                    self._holders[key] = "write"
-                    taken.append(key)
-            yield
-        finally:
-            self._release(taken)
-
-    @contextlib.contextmanager
-    def transaction(self, keys: list[Key]) -> Iterator[None]:
-        """Hold every key of a transaction at once; cancelled with TransactionConflict if another holds one."""
-        with self._cond:
-            while True:
-                for index, key in enumerate(keys):
-                    if self._holders.get(key) == "transaction":
-                        self.conflicts += 1
-                        raise transaction_conflict(len(keys), index)
-                if not any(key in self._holders for key in keys):
-                    break
-                self._cond.wait()  # a single-item write finishes within one moto call
-            for key in keys:
-                self._holders[key] = "transaction"
-        try:
-            yield
-        finally:
-            self._release(keys)
-
-    def _release(self, keys: Iterable[Key]) -> None:
-        with self._cond:
-            for key in keys:
-                self._holders.pop(key, None)
-            self._cond.notify_all()
-
-
-class TableLocks:
-    """A reader/writer lock per table around moto's data structures, and one around its catalog."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tables: dict[str, _ReadWriteLock] = {}
-        self.catalog = _ReadWriteLock()
-
-    def of(self, table: str) -> _ReadWriteLock:
-        with self._lock:
-            return self._tables.setdefault(table, _ReadWriteLock())
-
-    @contextlib.contextmanager
-    def shared(self, tables: Iterable[str]) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for table in sorted(set(tables)):
-                stack.enter_context(self.of(table).shared())
-            yield
-
-    @contextlib.contextmanager
-    def exclusive(self, tables: Iterable[str]) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for table in sorted(set(tables)):
-                stack.enter_context(self.of(table).exclusive())
-            yield
-
-
-# One moto backend per process, so one set of locks per process.
-ITEMS = ItemLocks()
-TABLES = TableLocks()
 
 
 # --- client request tokens ---------------------------------------------------------------------
@@ -309,12 +77,12 @@ class ClientTokens:
                 known, completed = seen
                 if completed is None or now - completed < TOKEN_WINDOW_SECONDS:
                     if known != fingerprint:
-                        raise _Refusal(
+                        raise Refusal(
                             "IdempotentParameterMismatchException",
                             "The request uses the same client token as a previous, but non-identical request.",
                         )
                     if completed is None:
-                        raise _Refusal(
+                        raise Refusal(
                             "TransactionInProgressException",
                             "The transaction with the given request token is already in progress.",
                         )
@@ -372,7 +140,7 @@ class DynamoDBFront:
             request = json.loads(raw or b"{}")
             self._inject(operation, request)
             return self._dispatch(operation, request, environ, start_response)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             start_response(
                 f"{refusal.status} Bad Request",
                 [("Content-Type", _JSON), ("x-amzn-RequestId", uuid.uuid4().hex)],

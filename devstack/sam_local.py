@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devstack.docker_host import TlsDockerHost, ensure_worker_images, start_tls_docker_host
+from devstack.docker_host import TlsDockerHost, start_tls_docker_host
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.stack import STATE_DIR, create_template_tables, internal_secret
 from devstack.template import REPO, SamTemplate
+from devstack.worker_image import ensure_worker_images
 
 BASE_IMAGE_SCRIPT = REPO / "scripts" / "build-lambda-base-image"
 # Secrets' names, not values.

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
-from devstack.dynamodb_front import ITEMS, Faults
+from devstack.dynamodb_faults import Faults
+from devstack.dynamodb_locks import ITEMS
 from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
 from devstack.lambda_api import LocalLambdaApi
@@ -176,7 +177,8 @@ def _local_engine_answers() -> bool:
 
 
 def _ensure_dev_images(environment: dict[str, str]) -> None:
-    from devstack.docker_host import WORKER_IMAGES, client_from_env, ensure_worker_images
+    from devstack.docker_clients import client_from_env
+    from devstack.worker_image import WORKER_IMAGES, ensure_worker_images
 
     try:
         # The service's own client: the same TLS checks and API version negotiation as the functions.

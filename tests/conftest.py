@@ -33,7 +33,8 @@ def require_docker() -> None:
 def docker_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A loopback dockerd behind mutual TLS, with the worker images imported."""
     require_docker()
-    from devstack.docker_host import ensure_worker_images, start_tls_docker_host
+    from devstack.docker_host import start_tls_docker_host
+    from devstack.worker_image import ensure_worker_images
 
     host = start_tls_docker_host(tmp_path_factory.mktemp("docker"))
     client = host.client()
@@ -50,7 +51,8 @@ def docs_style_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object
     Its CA has no keyUsage extension, which Python 3.13's default verification refuses.
     """
     require_docker()
-    from devstack.docker_host import ensure_worker_images, start_tls_docker_host
+    from devstack.docker_host import start_tls_docker_host
+    from devstack.worker_image import ensure_worker_images
     from tests.support.docs_style_tls import make_docs_style_tls
 
     state_dir = tmp_path_factory.mktemp("docs-style-docker")

@@ -1,6 +1,6 @@
 """A tiny in-memory lease API on 127.0.0.1 for the client's unit tests, with scripted faults.
 
-It speaks the contract's wire shapes (section 2): the error envelope, API Gateway's own 401/403
+It speaks the wire shapes of openapi.yaml: the error envelope, API Gateway's own 401/403
 bodies, Idempotency-Key (same key and body → same lease, different body → 409), paging. Faults
 are queued per method and path pattern: answer with a status, drop the connection before doing
 anything, or do the work and then drop the connection (the answer is lost on the way back).

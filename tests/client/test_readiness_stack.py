@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from openalice_scheduler_client import BootFailed, SchedulerClient
 
-from devstack.docker_host import _busybox_rootfs
+from devstack.worker_image import _busybox_rootfs
 from tests.client.test_cli import cli_env
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 from tests.support.stack import RunningStack, start_stack

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from devstack.check_docker_host import main
-from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
+from devstack.docker_tls import generate_untrusted_client
+from devstack.worker_image import WORKER_IMAGES
 from tests.support.engine29_proxy import Engine29Proxy
 from tests.support.silent_engine import SilentEngine
 

@@ -15,17 +15,16 @@ import requests
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from devstack.docker_clients import tls_client
 from devstack.docker_host import (
     DockerHostError,
     DockerHostUnavailable,
     TlsDockerHost,
     check_prerequisites,
-    ensure_worker_images,
-    generate_tls_material,
-    generate_untrusted_client,
     start_tls_docker_host,
-    tls_client,
 )
+from devstack.docker_tls import generate_tls_material, generate_untrusted_client
+from devstack.worker_image import ensure_worker_images
 
 
 @pytest.fixture(scope="session")

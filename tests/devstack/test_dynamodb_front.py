@@ -15,7 +15,9 @@ import pytest
 from botocore.config import Config
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
-from devstack.dynamodb_front import ITEMS, TOKEN_WINDOW_SECONDS, ClientTokens, Faults
+from devstack.dynamodb_faults import Faults
+from devstack.dynamodb_front import TOKEN_WINDOW_SECONDS, ClientTokens
+from devstack.dynamodb_locks import ITEMS
 from tests.support.tables import make_table
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from devstack.docker_host import generate_untrusted_client
+from devstack.docker_tls import generate_untrusted_client
 from scheduler.lifecycle import LeaseStatus
 from tests.support.engine29_proxy import Engine29Proxy
 from tests.support.silent_engine import SilentEngine

@@ -31,13 +31,14 @@ from scheduler.request_models import LeaseRequest
 SPEC_PATH = Path(__file__).resolve().parents[2] / "openapi.yaml"
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
-# Contract section 2 names one code the functions do not raise yet (no domain error maps to it).
+# openapi.yaml's list of error codes (info.description) names one the functions do not raise yet (no domain error
+# maps to it).
 CONTRACT_ONLY_CODES = {"rate_limited": 429}
 # API Gateway answers these itself, with its own body: the authorizer's refusals and the route throttle.
 AUTHORIZER_BODIES = {401: {"message": "Unauthorized"}, 403: {"message": "Forbidden"}}
 THROTTLE_BODY = {429: {"message": "Too Many Requests"}}
 GATEWAY_BODIES = {**AUTHORIZER_BODIES, **THROTTLE_BODY}
-# Contract section 2's table: the statuses each route must document (the spec may add more).
+# The statuses each route must document at least (README's table under "The API" lists them; the spec may add more).
 CONTRACT_STATUSES = {
     ("GET", "/health"): {200},
     ("POST", "/v1/lease"): {201, 400, 401, 403, 409, 429, 502, 503},

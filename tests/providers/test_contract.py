@@ -109,7 +109,7 @@ def _memory(**_: Any) -> DriverUnderTest:
 
 
 def _local_docker(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
-    from devstack.docker_host import WORKER_IMAGES
+    from devstack.worker_image import WORKER_IMAGES
     from scheduler.providers.local_docker import LocalDockerSettings
     from scheduler.providers.local_docker.factory import from_settings
 
@@ -168,7 +168,7 @@ def _runpod(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest
 def _local_docker_fleet(request: pytest.FixtureRequest, closed_port: int) -> DriverUnderTest:
     import json
 
-    from devstack.docker_host import WORKER_IMAGES
+    from devstack.worker_image import WORKER_IMAGES
     from scheduler.providers.local_docker import LocalDockerSettings
     from scheduler.providers.local_docker.factory import fleet_from_settings
 

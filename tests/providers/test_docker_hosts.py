@@ -29,7 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
+from devstack.docker_tls import generate_untrusted_client
+from devstack.worker_image import WORKER_IMAGES
 from scheduler.deadline import Deadline
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, WorkerKind

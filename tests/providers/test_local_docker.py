@@ -18,7 +18,8 @@ import docker  # type: ignore[import-untyped]
 import docker.errors  # type: ignore[import-untyped]
 import pytest
 
-from devstack.docker_host import WORKER_IMAGES, generate_untrusted_client
+from devstack.docker_tls import generate_untrusted_client
+from devstack.worker_image import WORKER_IMAGES
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
 from scheduler.providers.base import (

@@ -14,7 +14,7 @@ from typing import Any
 import docker  # type: ignore[import-untyped]
 import pytest
 
-from devstack.docker_host import WORKER_IMAGES
+from devstack.worker_image import WORKER_IMAGES
 from scheduler.deadline import Deadline
 from scheduler.models import WorkerKind
 from scheduler.providers.base import ProviderRequestFailed

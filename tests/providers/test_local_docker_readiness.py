@@ -13,7 +13,7 @@ from collections.abc import Callable
 import docker  # type: ignore[import-untyped]
 import pytest
 
-from devstack.docker_host import WORKER_IMAGES, _busybox_rootfs
+from devstack.worker_image import WORKER_IMAGES, _busybox_rootfs
 from scheduler.models import Lease, WorkerKind
 from scheduler.providers.base import Readiness, ReadinessState
 from scheduler.providers.local_docker.driver import LocalDockerProvider

@@ -74,7 +74,8 @@ def test_a_real_dockerd_with_them_admits_the_client_and_refuses_others(
     certs: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_docker()
-    from devstack.docker_host import generate_untrusted_client, start_tls_docker_host
+    from devstack.docker_host import start_tls_docker_host
+    from devstack.docker_tls import generate_untrusted_client
     from scheduler.providers.docker_engine.client import connect
 
     out, _ = certs

@@ -22,7 +22,7 @@ import pytest
 from botocore.config import Config
 
 from devstack.dynamodb import DynamoDBClient, EmbeddedDynamoDB
-from devstack.dynamodb_front import Faults
+from devstack.dynamodb_faults import Faults
 from scheduler.errors import NoCapacity, StoreUnavailable
 from scheduler.leases import reconcile
 from scheduler.leases.release import release

@@ -28,7 +28,7 @@ from scheduler.providers.docker_engine.tls import (
     has_key_usage,
 )
 from scheduler.providers.local_docker import LocalDockerSettings
-from scheduler.providers.local_docker.driver import reason_from_state
+from scheduler.providers.local_docker.states import reason_from_state
 
 ENGINE_20_10 = {"Version": "20.10.24+dfsg1", "ApiVersion": "1.41", "MinAPIVersion": "1.12"}
 ENGINE_29 = {"Version": "29.0.0", "ApiVersion": "1.52", "MinAPIVersion": "1.44"}

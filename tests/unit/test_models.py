@@ -1,4 +1,4 @@
-"""Wire models: what a lease request may hold, and what a lease looks like on the wire (contract §2)."""
+"""Wire models: what a lease request may hold, and what a lease looks like on the wire (openapi.yaml)."""
 
 from __future__ import annotations
 

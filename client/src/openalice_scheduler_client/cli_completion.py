@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from typing import Any
+
+from .cli_context import EXIT_OK, Context
+from .client import SchedulerClient
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -169,3 +173,18 @@ def completion_script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script of `shell` for the parser's program."""
     builders = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}
     return builders[shell](parser)
+
+
+def add_completion_parser(commands: Any) -> None:
+    """The `completion` command's argument."""
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print the completion script for SHELL; load it from your shell's startup file.",
+    )
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+
+
+def cmd_completion(ctx: Context, client: SchedulerClient) -> int:
+    ctx.stdout.write(completion_script(ctx.parser, ctx.args.shell))
+    return EXIT_OK

@@ -1,5 +1,4 @@
-"""`leasectl` operations: `health`, `logs`, `release --owner X --all`, `completion`, `--version`, and the
-example every subcommand's `--help` ends with."""
+"""`leasectl` operations: `--version`, `health`, and `logs` (once, or followed until the lease ends)."""
 
 from __future__ import annotations
 
@@ -7,18 +6,13 @@ import argparse
 import re
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .cli_completion import SHELLS, completion_script
-from .cli_style import example_epilog, painter
-from .client import SchedulerClient, __version__
+from .cli_context import EXIT_OK, Command, Context
+from .client import SchedulerClient
 from .errors import Gone, NotFound
+from .version import __version__
 
-if TYPE_CHECKING:
-    from .cli import _Context
-
-EXIT_OK = 0
-EXIT_SOME_NOT_RELEASED = 1  # as for any refusal by the API
 MAX_TAIL = 5000
 _STAMP = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,9}))?Z")
 
@@ -43,19 +37,9 @@ def _interval(text: str) -> float:
     return value
 
 
-class ExampleFormatter(argparse.HelpFormatter):
-    """Descriptions wrapped as usual; the example epilog kept line for line."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if text.startswith("example:"):
-            return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
-
-
 def add_operations(parser: argparse.ArgumentParser, commands: Any) -> None:
-    """The operations subcommands and `--version`, and an example at the end of every subcommand's help."""
+    """`--version`, and the arguments of `health` and `logs`."""
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.epilog = (parser.epilog or "") + "\n`leasectl COMMAND --help` shows what COMMAND does, with an example."
     commands.add_parser(
         "health", help="check the service answers", description="Ask the service whether it is up (GET /health)."
     )
@@ -74,29 +58,9 @@ def add_operations(parser: argparse.ArgumentParser, commands: Any) -> None:
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the lease ends")
     logs.add_argument("--interval", type=_interval, default=2.0, metavar="SECONDS", help="--follow's poll period")
     logs.add_argument("--owner", metavar="O", help="the lease's owner id (X-Lease-Owner)")
-    completion = commands.add_parser(
-        "completion",
-        help="print a shell completion script",
-        description="Print the completion script for SHELL; load it from your shell's startup file.",
-    )
-    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
-    for name, sub in commands.choices.items():
-        sub.epilog = example_epilog(name)
-        sub.formatter_class = ExampleFormatter
 
 
-def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Combinations argparse cannot express (exit 2 with the usage line)."""
-    if args.command == "release":
-        if args.all and args.lease_id:
-            parser.error("release takes an ID or --all, not both")
-        if args.all and not args.owner:
-            parser.error("release --all needs --owner: it releases every live lease of that owner")
-        if not args.all and not args.lease_id:
-            parser.error("release needs an ID (or --owner O --all)")
-
-
-def cmd_health(ctx: _Context, client: SchedulerClient) -> int:
+def cmd_health(ctx: Context, client: SchedulerClient) -> int:
     body = client.health()
     if ctx.json:
         ctx.print_json(body)
@@ -105,41 +69,7 @@ def cmd_health(ctx: _Context, client: SchedulerClient) -> int:
     return EXIT_OK
 
 
-def cmd_completion(ctx: _Context, client: SchedulerClient) -> int:
-    from .cli import build_parser
-
-    ctx.stdout.write(completion_script(build_parser(), ctx.args.shell))
-    return EXIT_OK
-
-
-def release_owner(ctx: _Context, client: SchedulerClient) -> int:
-    """`release --owner X --all`: every live lease of X, continuation after continuation."""
-    owner = ctx.args.owner
-    result = client.release_all(owner)
-    if ctx.json:
-        ctx.print_json(
-            {
-                "owner_id": owner,
-                "released": [lease.raw for lease in result.released],
-                "not_released": [vars(item) for item in result.not_released],
-                "next_token": None,
-            }
-        )
-    else:
-        paint = painter(ctx.stdout)
-        for lease in result.released:
-            ctx.stdout.write(f"{paint('released', 'released')} {lease.lease_id}  {lease.provider}  {lease.kind}\n")
-        for item in result.not_released:
-            ctx.stdout.write(f"not released {item.lease_id} ({item.status}): {item.code}: {item.message}\n")
-        count = len(result.released)
-        summary = f"released {count} lease{'s' if count != 1 else ''} of {owner}"
-        if result.not_released:
-            summary += f"; {len(result.not_released)} could not be released"
-        ctx.stdout.write(summary + "\n")
-    return EXIT_SOME_NOT_RELEASED if result.not_released else EXIT_OK
-
-
-def cmd_logs(ctx: _Context, client: SchedulerClient) -> int:
+def cmd_logs(ctx: Context, client: SchedulerClient) -> int:
     args = ctx.args
     if not args.follow:
         logs = client.logs(
@@ -152,7 +82,7 @@ def cmd_logs(ctx: _Context, client: SchedulerClient) -> int:
     return _follow(ctx, client)
 
 
-def _follow(ctx: _Context, client: SchedulerClient) -> int:
+def _follow(ctx: Context, client: SchedulerClient) -> int:
     """Poll with `since` = the newest line's time; lines at exactly that time come again and are skipped."""
     args = ctx.args
     last_at: tuple[str, int] | None = None  # (the newest time seen, how many lines carried it)
@@ -178,7 +108,7 @@ def _follow(ctx: _Context, client: SchedulerClient) -> int:
         return EXIT_OK
 
 
-def _print_new(ctx: _Context, lines: list[str], last_at: tuple[str, int] | None) -> tuple[str, int] | None:
+def _print_new(ctx: Context, lines: list[str], last_at: tuple[str, int] | None) -> tuple[str, int] | None:
     seen_time, seen_count = last_at if last_at else ("", 0)
     skipped = 0
     for line in lines:
@@ -207,4 +137,4 @@ def _key(stamp: str) -> tuple[datetime, int]:
     return moment, int((match.group(2) or "").ljust(9, "0") or 0)
 
 
-OPERATIONS = {"health": cmd_health, "logs": cmd_logs, "completion": cmd_completion}
+OPERATIONS: dict[str, Command] = {"health": cmd_health, "logs": cmd_logs}

@@ -1,13 +1,18 @@
-"""How `leasectl` looks: colours for lease statuses (terminals only, never with NO_COLOR) and the
-example each subcommand's `--help` ends with."""
+"""How `leasectl` looks: leases as a table or as `name: value` lines, colours for lease statuses
+(terminals only, never with NO_COLOR), and the example each subcommand's `--help` ends with."""
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from .models import Lease
+
 RESET = "\x1b[0m"
+CLEAR_EOL = "\x1b[K"
 STATUS_COLOURS = {
     "active": "\x1b[32m",  # green: serving
     "pending": "\x1b[33m",  # yellow: on its way
@@ -16,8 +21,18 @@ STATUS_COLOURS = {
     "released": "\x1b[2m",  # dim: over
     "expired": "\x1b[2m",
 }
+USABLE_STATUSES = ("pending", "active")  # a countdown to expires_at means something only for these
+TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
+RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")
 
 Paint = Callable[[str, str], str]
+
+
+def isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def wants_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
@@ -25,10 +40,7 @@ def wants_colour(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
     variables = os.environ if environ is None else environ
     if variables.get("NO_COLOR"):
         return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+    return isatty(stream)
 
 
 def paint_status(status: str, text: str) -> str:
@@ -45,6 +57,101 @@ def painter(stream: TextIO) -> Paint:
     """How statuses are written on `stream`."""
     return paint_status if wants_colour(stream) else no_paint
 
+
+# --- leases as text --------------------------------------------------------------------------------
+
+
+def format_dollars(amount: float | None) -> str:
+    """`$0.3450` (four decimals: GPU seconds cost fractions of a cent), or `-`."""
+    return "-" if amount is None else f"${amount:,.4f}"
+
+
+def format_remaining(remaining: timedelta) -> str:
+    """A compact countdown: `45s`, `9m59s`, `2h05m`, or `expired`."""
+    seconds = int(remaining.total_seconds())
+    if seconds <= 0:
+        return "expired"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
+    """One table row of a lease (columns as TABLE_COLUMNS)."""
+    remaining = format_remaining(lease.remaining(now)) if lease.status in USABLE_STATUSES else "-"
+    return (
+        lease.lease_id,
+        lease.kind,
+        lease.gpu,
+        lease.provider or "-",
+        lease.status,
+        lease.owner_id or "-",
+        remaining,
+        "-" if lease.cost_per_hour is None else f"{lease.cost_per_hour:.2f}",
+        format_dollars(lease.cost_usd),
+        lease.endpoint or "-",
+    )
+
+
+def format_table(leases: Sequence[Lease], now: datetime | None = None, paint: Paint = no_paint) -> list[str]:
+    """The leases as aligned text lines under a header (REMAINING is right-aligned; `paint` colours STATUS)."""
+    moment = now or datetime.now(UTC)
+    rows = [TABLE_COLUMNS, *(lease_row(lease, moment) for lease in leases)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    right = {TABLE_COLUMNS.index(name) for name in RIGHT_ALIGNED}
+    status_column = TABLE_COLUMNS.index("STATUS")
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [
+            cell.rjust(widths[index]) if index in right else cell.ljust(widths[index]) for index, cell in enumerate(row)
+        ]
+        if number:  # not the header
+            cells[status_column] = paint(row[status_column], cells[status_column])
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_paint) -> list[str]:
+    """Every field of a lease as aligned `name: value` lines (`paint` colours the status)."""
+    moment = now or datetime.now(UTC)
+
+    def when(value: datetime | None) -> str:
+        return "-" if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    expires = when(lease.expires_at)
+    if lease.is_live:
+        expires += f" (in {format_remaining(lease.remaining(moment))})"
+    fields = [
+        ("lease_id", lease.lease_id),
+        ("status", paint(lease.status, lease.status)),
+        ("worker_state", lease.worker_state),
+        ("kind", lease.kind),
+        ("gpu", lease.gpu),
+        ("provider", lease.provider or "-"),
+        ("endpoint", lease.endpoint or "-"),
+        ("created_at", when(lease.created_at)),
+        ("expires_at", expires),
+        ("ready_at", when(lease.ready_at)),
+        ("released_at", when(lease.released_at)),
+        ("ttl_seconds", str(lease.ttl_seconds)),
+        ("owner_id", lease.owner_id or "-"),
+        ("correlation_id", lease.correlation_id or "-"),
+        ("region", lease.region or "-"),
+        ("provider_token", lease.provider_token or "-"),
+        ("cost_per_hour", "-" if lease.cost_per_hour is None else f"${lease.cost_per_hour:.4f}"),
+        ("cost_ceiling", "-" if lease.max_cost_per_hour is None else f"${lease.max_cost_per_hour:.4f}"),
+        ("cost_usd", format_dollars(lease.cost_usd)),
+        ("failure_reason", lease.failure_reason or "-"),
+    ]
+    width = max(len(name) for name, _ in fields)
+    return [f"{name.ljust(width)}  {value}" for name, value in fields]
+
+
+# --- help ------------------------------------------------------------------------------------------
 
 EXAMPLES: dict[str, str] = {
     "acquire": "leasectl acquire --kind renderer --ttl 600 --owner anim-svc --env SCENE=intro\n"
@@ -67,3 +174,12 @@ def example_epilog(command: str) -> str | None:
     """The `--help` epilog of `command`: its example."""
     example = EXAMPLES.get(command)
     return None if example is None else f"example:\n  {example}"
+
+
+class ExampleFormatter(argparse.HelpFormatter):
+    """Descriptions wrapped as usual; the example epilog kept line for line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)

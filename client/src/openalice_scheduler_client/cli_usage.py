@@ -7,6 +7,10 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
+from .cli_context import EXIT_OK, Context
+from .cli_style import format_dollars
+from .client import SchedulerClient
+
 GROUPINGS = ("owner", "kind", "provider")
 
 
@@ -30,11 +34,6 @@ def add_usage_parser(commands: Any) -> None:
     usage.add_argument(
         "--group-by", choices=GROUPINGS, default="owner", help="rows per owner (default), kind or provider"
     )
-
-
-def format_dollars(amount: float | None) -> str:
-    """`$0.3450` (four decimals: GPU seconds cost fractions of a cent), or `-`."""
-    return "-" if amount is None else f"${amount:,.4f}"
 
 
 def format_duration(seconds: int) -> str:
@@ -76,3 +75,13 @@ def format_usage(report: Mapping[str, Any], group_by: str) -> list[str]:
     ]
     text.append(f"UTC days {report.get('since')} to {report.get('until')}")
     return text
+
+
+def cmd_usage(ctx: Context, client: SchedulerClient) -> int:
+    args = ctx.args
+    report = client.usage(owner_id=args.owner, since=args.since, until=args.until, group_by=args.group_by)
+    if ctx.json:
+        ctx.print_json(report)
+    else:
+        ctx.stdout.write("\n".join(format_usage(report, args.group_by)) + "\n")
+    return EXIT_OK

@@ -1,4 +1,4 @@
-"""Errors of the lease API, one class per error code of the contract (section 2)."""
+"""Errors of the lease API, one class per error code of its contract (openapi.yaml)."""
 
 from __future__ import annotations
 

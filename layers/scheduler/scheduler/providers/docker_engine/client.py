@@ -19,11 +19,16 @@ from typing import Any
 import docker
 import docker.constants
 import requests
+from aws_lambda_powertools import Logger
+from docker.errors import APIError
 from requests.adapters import HTTPAdapter
 
 from scheduler.deadline import Deadline
 from scheduler.providers.docker_engine import api_versions
+from scheduler.providers.docker_engine.failures import describe, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsFiles, client_context
+
+logger = Logger(child=True)
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 DEFAULT_CALL_TIMEOUT_SECONDS = 20.0
@@ -184,6 +189,26 @@ def forget_negotiated(host: str | None = None) -> None:
             _negotiated.clear()
         else:
             _negotiated.pop(host, None)
+
+
+def call_failed(client: EngineClient, error: BaseException) -> str:
+    """What went wrong calling the client's host, in words an operator can act on; logged as a warning too."""
+    description = describe(error, client.host, client.cert_dir)
+    logger.warning(
+        "Docker host call failed",
+        extra={"host": client.host, "problem": description, "timeout": is_timeout(error)},
+    )
+    return description
+
+
+def renegotiate_if_refused(client: EngineClient, error: APIError) -> None:
+    """After the engine refused the API version spoken: negotiate again on the next call.
+
+    The engine was replaced by one with another API range (e.g. upgraded to Engine 29 while this
+    environment stayed warm)."""
+    if is_version_refusal(error) and client.version_settled and not client.version_pinned:
+        forget_negotiated(client.host)
+        client.version_settled = False
 
 
 def _bounded(timeout: Any, remaining: float) -> Any:

@@ -19,6 +19,8 @@ from docker.errors import APIError, DockerException
 from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 
+# A call that got no answer from the host: refused, reset, unresolvable, or out of time.
+CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 # OpenSSL's X509_V_ERR_* codes that SSLCertVerificationError.verify_code carries.
 _HOSTNAME_MISMATCH = {62, 64}  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 _EXPIRED = {10, 9}  # CERT_HAS_EXPIRED, CERT_NOT_YET_VALID

@@ -40,8 +40,13 @@ from scheduler.providers.base import (
     worker_name,
 )
 from scheduler.providers.docker_engine.api_versions import ApiVersionMismatch
-from scheduler.providers.docker_engine.client import EngineClient, forget_negotiated, negotiate
-from scheduler.providers.docker_engine.failures import describe, describe_api_error, is_timeout, is_version_refusal
+from scheduler.providers.docker_engine.client import EngineClient, call_failed, negotiate, renegotiate_if_refused
+from scheduler.providers.docker_engine.failures import (
+    CONNECTION_ERRORS,
+    describe,
+    describe_api_error,
+    is_version_refusal,
+)
 from scheduler.providers.docker_engine.tls import TlsMaterialError
 from scheduler.providers.local_docker import NAME
 from scheduler.providers.local_docker.states import STOPPED_STATES, is_stopped, readiness_from_state, reason_from_state
@@ -57,7 +62,6 @@ _GONE_POLL_SECONDS = 10.0
 # Removing a half-made container needs a round trip or two; with less time left it is the reconciler's.
 _CLEANUP_MIN_SECONDS = 1.0
 _GPU_REFUSALS = ("could not select device driver", "nvidia", "gpu")
-_CONNECTION_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
 
 class LocalDockerProvider(Provider):
@@ -127,7 +131,7 @@ class LocalDockerProvider(Provider):
                 raise ProviderRequestFailed(
                     f"the Docker host refused to create the container: {describe_api_error(error)}"
                 ) from error
-            except _CONNECTION_ERRORS as error:
+            except CONNECTION_ERRORS as error:
                 # A create that timed out may still have happened on the engine: remove it by name.
                 self._give_up(client, name, deadline, error)
             container_id = str(created["Id"])
@@ -139,7 +143,7 @@ class LocalDockerProvider(Provider):
                 if lease.gpu == GpuClass.ENTRY and any(word in explanation.lower() for word in _GPU_REFUSALS):
                     raise ProviderCapacityError(f"GPU not available on the Docker host: {explanation}") from error
                 raise ProviderRequestFailed(f"the container did not start: {explanation}") from error
-            except _CONNECTION_ERRORS as error:
+            except CONNECTION_ERRORS as error:
                 self._give_up(client, container_id, deadline, error)
             ready = self._ready_at_start(client, container_id)
             return ProvisionedWorker(
@@ -172,7 +176,7 @@ class LocalDockerProvider(Provider):
                     raise ProviderRequestFailed(
                         f"the Docker host refused to remove {reference}: {describe_api_error(error)}"
                     ) from error
-            except _CONNECTION_ERRORS as error:
+            except CONNECTION_ERRORS as error:
                 raise ProviderRequestFailed(f"cannot remove {reference}: {self._describe(client, error)}") from error
             self._wait_until_gone(client, reference, deadline)
         return None
@@ -227,7 +231,7 @@ class LocalDockerProvider(Provider):
                 state = client.inspect_container(token)["State"]
             except NotFound:
                 return "the worker container no longer exists on the Docker host (removed behind the service's back)"
-            except (APIError, *_CONNECTION_ERRORS) as error:
+            except (APIError, *CONNECTION_ERRORS) as error:
                 raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
         return reason_from_state(state)
 
@@ -244,7 +248,7 @@ class LocalDockerProvider(Provider):
                 state = client.inspect_container(token)["State"]
             except NotFound:
                 return Readiness.failed("the worker container no longer exists on the Docker host")
-            except (APIError, *_CONNECTION_ERRORS) as error:
+            except (APIError, *CONNECTION_ERRORS) as error:
                 raise ProviderRequestFailed(f"cannot inspect {token}: {self._describe(client, error)}") from error
         return readiness_from_state(state)
 
@@ -312,7 +316,7 @@ class LocalDockerProvider(Provider):
         then the sweep or a read asks again)."""
         try:
             state = client.inspect_container(container_id)["State"]
-        except (APIError, KeyError, *_CONNECTION_ERRORS):
+        except (APIError, KeyError, *CONNECTION_ERRORS):
             return False
         return readiness_from_state(state).state is ReadinessState.READY
 
@@ -329,7 +333,7 @@ class LocalDockerProvider(Provider):
             with client.within(deadline):
                 try:
                     version = negotiate(client)
-                except (ApiVersionMismatch, APIError, *_CONNECTION_ERRORS) as error:
+                except (ApiVersionMismatch, APIError, *CONNECTION_ERRORS) as error:
                     raise self._unreachable(client, error) from error
             logger.info("Docker Engine API version chosen", extra={"host": client.host, "api_version": version})
         return client
@@ -346,7 +350,7 @@ class LocalDockerProvider(Provider):
         with client.within(deadline):
             try:
                 return list(client.containers(all=True, filters=filters))
-            except (APIError, *_CONNECTION_ERRORS) as error:
+            except (APIError, *CONNECTION_ERRORS) as error:
                 if isinstance(error, APIError):
                     self._note_version_refusal(client, error)
                 raise ProviderRequestFailed(
@@ -359,7 +363,7 @@ class LocalDockerProvider(Provider):
             reason = reason_from_state(client.inspect_container(container["Id"])["State"])
         except NotFound:
             return "the worker container no longer exists on the Docker host (removed behind the service's back)"
-        except (APIError, *_CONNECTION_ERRORS):
+        except (APIError, *CONNECTION_ERRORS):
             reason = None
         return reason or f"the worker container is {container.get('State', 'stopped')}: {container.get('Status', '')}"
 
@@ -381,7 +385,7 @@ class LocalDockerProvider(Provider):
             client.remove_container(reference, force=True)
         except NotFound:
             return True
-        except (DockerException, *_CONNECTION_ERRORS) as error:
+        except (DockerException, *CONNECTION_ERRORS) as error:
             # Left for the reconciler, which finds it by its managed label.
             logger.warning(
                 "could not remove a half-made container",
@@ -398,7 +402,7 @@ class LocalDockerProvider(Provider):
         try:
             networks = client.inspect_container(container_id)["NetworkSettings"]["Networks"]
             address = networks.get(self._network, {}).get("IPAddress")
-        except (APIError, KeyError, *_CONNECTION_ERRORS):
+        except (APIError, KeyError, *CONNECTION_ERRORS):
             address = None
         return f"http://{address}:{self._worker_port}" if address else None
 
@@ -410,7 +414,7 @@ class LocalDockerProvider(Provider):
                 client.inspect_container(reference)
             except NotFound:
                 return
-            except (APIError, *_CONNECTION_ERRORS) as error:
+            except (APIError, *CONNECTION_ERRORS) as error:
                 raise ProviderRequestFailed(
                     f"could not confirm {reference} is gone: {self._describe(client, error)}"
                 ) from error
@@ -423,16 +427,7 @@ class LocalDockerProvider(Provider):
         return ProviderUnreachable(self._describe(client, error))
 
     def _describe(self, client: EngineClient, error: BaseException) -> str:
-        description = describe(error, client.host, client.cert_dir)
-        logger.warning(
-            "Docker host call failed",
-            extra={"host": client.host, "problem": description, "timeout": is_timeout(error)},
-        )
-        return description
+        return call_failed(client, error)
 
     def _note_version_refusal(self, client: EngineClient, error: APIError) -> None:
-        # The engine was replaced by one with another API range (e.g. upgraded to Engine 29 while this
-        # environment stayed warm): negotiate again on the next call.
-        if is_version_refusal(error) and client.version_settled and not client.version_pinned:
-            forget_negotiated(client.host)
-            client.version_settled = False
+        renegotiate_if_refused(client, error)
