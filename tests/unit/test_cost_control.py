@@ -185,6 +185,30 @@ def test_over_the_hourly_budget_is_429_with_limit_in_use_and_requested(budget_st
 
 
 @NEEDS_TRANSACTIONS
+def test_an_owners_first_lease_dearer_than_the_hourly_budget_is_refused(budget_store: LeaseStore) -> None:
+    provider = priced("local-docker", 36.0)
+
+    outcome = acquire_lease(request(), budget_store, registry_of(provider), budgets(per_hour=1.0), clock=Clock())
+
+    assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
+    assert outcome.error.details["in_use"] == 0.0 and outcome.error.details["requested"] == 36.0
+    assert provider.workers == {}
+
+
+@NEEDS_TRANSACTIONS
+def test_an_owners_first_lease_whose_reservation_passes_the_daily_budget_is_refused(budget_store: LeaseStore) -> None:
+    provider = priced("local-docker", 36.0)
+
+    outcome = acquire_lease(
+        request(ttl_seconds=600), budget_store, registry_of(provider), budgets(per_day=0.05), clock=Clock()
+    )
+
+    assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
+    assert outcome.error.details["budget"] == "MAX_SPEND_PER_OWNER_PER_DAY"
+    assert provider.workers == {}
+
+
+@NEEDS_TRANSACTIONS
 def test_release_gives_the_hourly_cost_back(budget_store: LeaseStore) -> None:
     registry = registry_of(priced("local-docker", 1.5))
     first = acquire(budget_store, registry, budgets(per_hour=2.0))

@@ -71,6 +71,22 @@ def test_acquire_beyond_the_provider_cap_gets_no_capacity_and_no_worker(limited_
 
 
 @NEEDS_TRANSACTIONS
+def test_a_provider_capped_at_zero_takes_no_lease_even_on_fresh_counters(limited_store: LeaseStore) -> None:
+    provider = memory_provider()
+
+    with pytest.raises(NoCapacity, match="cap"):
+        acquire(limited_store, registry_of(provider), caps(local_docker=0))
+
+    assert provider.workers == {}
+
+
+@NEEDS_TRANSACTIONS
+def test_an_owner_quota_of_zero_refuses_the_first_lease(limited_store: LeaseStore) -> None:
+    with pytest.raises(QuotaExceeded):
+        acquire(limited_store, registry_of(memory_provider()), LeaseLimits(per_owner=0))
+
+
+@NEEDS_TRANSACTIONS
 def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
     first = acquire(limited_store, registry, caps(local_docker=1))

@@ -125,8 +125,12 @@ def take(table: str, limit: Limit) -> dict[str, Any]:
         "ExpressionAttributeValues": {":amount": number_attr(limit.amount), ":one": number_attr(1)},
     }
     if limit.maximum is not None:
-        update["ConditionExpression"] = "attribute_not_exists(leases) OR leases <= :room"
-        update["ExpressionAttributeValues"][":room"] = number_attr(limit.maximum - limit.amount)
+        room = limit.maximum - limit.amount
+        # A counter without a row holds nothing: it takes the amount only when the amount alone fits the
+        # maximum (a cap of 0, or one lease dearer than a whole budget, is refused on fresh counters too).
+        fresh_fits = "attribute_not_exists(leases) OR " if room >= 0 else ""
+        update["ConditionExpression"] = f"{fresh_fits}leases <= :room"
+        update["ExpressionAttributeValues"][":room"] = number_attr(room)
     if limit.expires is not None:  # TTL drops it once its day is over (the reconciler scans this table)
         update["UpdateExpression"] += " SET #ttl = :expires"
         update["ExpressionAttributeNames"]["#ttl"] = "ttl"
