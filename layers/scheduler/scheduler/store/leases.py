@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
-from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
-from scheduler.lifecycle import LeaseStatus, Refusal, Transition
+from scheduler.errors import SchedulerError
+from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
@@ -29,6 +29,7 @@ from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, seen, string_attr
 from scheduler.store.prices import PriceBook
 from scheduler.store.queries import LeaseReads
+from scheduler.store.refusals import refusal_error
 from scheduler.store.retries import Backoff
 from scheduler.store.usage import UsageBook
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from scheduler.providers.base import ProvisionedWorker
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
-_CLAIM_TTL_SECONDS = 30 * 24 * 3600
+CLAIM_TTL_SECONDS = 30 * 24 * 3600
 
 
 class LeaseStateChanged(Exception):
@@ -215,7 +216,7 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
                 "release_outcome": string_attr(outcome.value),
                 "live_shard": string_attr(self._shard_of(old_image["lease_id"]["S"])),
                 "due_at": number_attr(epoch(now) + self._claim_seconds),
-                "ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
+                "ttl": number_attr(epoch(now) + CLAIM_TTL_SECONDS),
             }
         )
         try:
@@ -357,7 +358,7 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
             reason=inputs.reason,
             claim_id=claim_id,
             claim_due=epoch(now) + self._claim_seconds,
-            claim_ttl=epoch(now) + _CLAIM_TTL_SECONDS,
+            claim_ttl=epoch(now) + CLAIM_TTL_SECONDS,
         )
         try:
             response = self._call("UpdateItem", **self._update(lease_id, render(transition, bound).request()))
@@ -418,20 +419,7 @@ class LeaseStore(LeaseReads, CounterBook, UsageBook, PriceBook):
         self, transition: Transition, lease_id: str, lost: Exception, now: datetime, owner: str | None
     ) -> SchedulerError:
         """What the caller is told when `transition` lost: the state machine's one classification."""
-        found = seen(self._lost_item(lost, lease_id))
-        why = lifecycle.refusal(transition, found, epoch(now), owner)
-        status = found.status.value if found else "absent"
-        if why is Refusal.NOT_FOUND:
-            return LeaseNotFound(f"lease {lease_id} not found")
-        if why is Refusal.NOT_ACTIVE:
-            return LeaseNotFound(f"lease {lease_id} is not active (status {status})")
-        if why is Refusal.EXPIRED:
-            return LeaseNotFound(f"lease {lease_id} has expired")
-        if why is Refusal.NOT_OWNER:
-            return NotLeaseOwner(f"lease {lease_id} belongs to another owner")
-        if why is Refusal.CONFLICT:
-            return LeaseConflict(f"lease {lease_id} is {status}; it cannot be {transition.verb} now")
-        return LeaseConflict(f"lease {lease_id} changed while it was being {transition.verb}; try again")
+        return refusal_error(transition, lease_id, seen(self._lost_item(lost, lease_id)), epoch(now), owner)
 
     def _key(self, lease_id: str) -> dict[str, Any]:
         return {"TableName": self.table_name, "Key": {"lease_id": string_attr(lease_id)}}
