@@ -1,8 +1,10 @@
-"""Condition and update expressions, rendered from the state machine in `scheduler.lifecycle`.
+"""Condition and update expressions, rendered from the state machine in `scheduler.lifecycle`, and what a
+caller is told when a condition did not hold.
 
 No status literal is written into an expression anywhere else: a transition's source statuses, its
 guards and its writes become one `Rendered` (expressions with exactly the names and values they
-use), which the store sends with its UpdateItem or transaction.
+use), which the store sends with its UpdateItem or transaction. `refusal_error` turns the state
+machine's classification of a lost write into the caller's error, for LeaseStore and the memory store alike.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from scheduler import lifecycle
+from scheduler.errors import LeaseConflict, LeaseNotFound, NotLeaseOwner, SchedulerError
 from scheduler.lifecycle import (
     LISTED_UNTIL_ENDED,
     LISTED_UNTIL_EXPIRY,
     Guard,
     LeaseStatus,
+    Refusal,
+    Seen,
     Transition,
     WorkerState,
     Write,
@@ -252,6 +258,25 @@ def _extend(builder: _Builder, inputs: Inputs) -> list[str]:
         f"{ttl} = {expires}",
         f"ttl_seconds = {builder.value('ttl_seconds', number_attr(inputs.ttl_seconds))}",
     ]
+
+
+def refusal_error(
+    transition: Transition, lease_id: str, found: Seen | None, now_epoch: int, owner: str | None
+) -> SchedulerError:
+    """The error for `transition` refused on a lease found as `found` (None: absent) at `now_epoch`."""
+    why = lifecycle.refusal(transition, found, now_epoch, owner)
+    status = found.status.value if found else "absent"
+    if why is Refusal.NOT_FOUND:
+        return LeaseNotFound(f"lease {lease_id} not found")
+    if why is Refusal.NOT_ACTIVE:
+        return LeaseNotFound(f"lease {lease_id} is not active (status {status})")
+    if why is Refusal.EXPIRED:
+        return LeaseNotFound(f"lease {lease_id} has expired")
+    if why is Refusal.NOT_OWNER:
+        return NotLeaseOwner(f"lease {lease_id} belongs to another owner")
+    if why is Refusal.CONFLICT:
+        return LeaseConflict(f"lease {lease_id} is {status}; it cannot be {transition.verb} now")
+    return LeaseConflict(f"lease {lease_id} changed while it was being {transition.verb}; try again")
 
 
 def _remove(attributes: Iterable[str]) -> str:

@@ -24,12 +24,11 @@ from scheduler.errors import SchedulerError
 from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
-from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
+from scheduler.store.conditions import Inputs, WorkerRecord, condition, refusal_error, render
 from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, seen, string_attr
 from scheduler.store.prices import PriceBook
 from scheduler.store.queries import LeaseReads
-from scheduler.store.refusals import refusal_error
 from scheduler.store.retries import Backoff
 from scheduler.store.usage import UsageBook
 

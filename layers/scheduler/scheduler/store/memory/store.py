@@ -28,14 +28,13 @@ from scheduler.costs import accrued_usd, micros, spend_micros
 from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
-from scheduler.store.conditions import Inputs, WorkerRecord
+from scheduler.store.conditions import Inputs, WorkerRecord, refusal_error
 from scheduler.store.counters import Limit
 from scheduler.store.items import Item, epoch, lease_from_item, new_item, seen
 from scheduler.store.leases import CLAIM_TTL_SECONDS, Claim, LeaseStateChanged
 from scheduler.store.memory.books import MemoryBooks
 from scheduler.store.memory.rules import applied, holds, number, text
 from scheduler.store.memory.tables import Change
-from scheduler.store.refusals import refusal_error
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
