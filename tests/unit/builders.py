@@ -16,6 +16,7 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
+from scheduler.store.port import LeaseStorePort
 
 NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
 """The fixed "now" every store test starts from (the store takes `now`; nothing sleeps)."""
@@ -64,7 +65,7 @@ def worker_for(lease: Lease, *, cost_per_hour: float | None = 0.25) -> Provision
 class Leases:
     """Puts leases into the store in the state a test starts from."""
 
-    def __init__(self, store: LeaseStore) -> None:
+    def __init__(self, store: LeaseStorePort) -> None:
         self.store = store
 
     def pending(self, **fields: Any) -> Lease:

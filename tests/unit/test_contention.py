@@ -47,8 +47,10 @@ from .builders import (
     registry_of,
 )
 from .flaky_client import FlakyClient
+from .stored import unexpected_error
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
+DYNAMODB_FAULTS = pytest.mark.dynamodb_only("answers as DynamoDB does under contention, through the client")
 LATER = NOW + timedelta(hours=2)
 CAP = Limit.for_provider("local-docker", 10)
 
@@ -75,6 +77,7 @@ def conflict_reasons(count: int, at: int, code: str = "TransactionConflict") -> 
 # --- single-item writes and reads ----------------------------------------------------------------
 
 
+@DYNAMODB_FAULTS
 def test_a_write_refused_for_an_ongoing_transaction_is_retried(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active()
     flaky, client = flaky_store(store)
@@ -85,6 +88,7 @@ def test_a_write_refused_for_an_ongoing_transaction_is_retried(leases: Leases, s
     assert (claim.outcome, client.calls["update_item"]) == (LeaseStatus.RELEASED, 4)
 
 
+@DYNAMODB_FAULTS
 @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "ThrottlingException"])
 def test_throttling_beyond_botocores_own_retries_is_retried(store: LeaseStore, code: str) -> None:
     flaky, client = flaky_store(store)
@@ -96,6 +100,7 @@ def test_throttling_beyond_botocores_own_retries_is_retried(store: LeaseStore, c
     assert store.get(lease.lease_id).status == LeaseStatus.PENDING
 
 
+@DYNAMODB_FAULTS
 def test_contention_that_outlasts_the_budget_is_store_unavailable(store: LeaseStore) -> None:
     flaky, client = flaky_store(store, budget_seconds=0.05)
     client.refuse("put_item", 10_000, "TransactionConflictException")
@@ -103,6 +108,7 @@ def test_contention_that_outlasts_the_budget_is_store_unavailable(store: LeaseSt
         flaky.create_pending(new_lease())
 
 
+@DYNAMODB_FAULTS
 def test_unprocessed_keys_of_a_batch_read_are_read_again(
     dynamodb: DynamoDBClient, backend: str, store: LeaseStore
 ) -> None:
@@ -128,6 +134,7 @@ def test_unprocessed_keys_of_a_batch_read_are_read_again(
 
 
 @NEEDS_TRANSACTIONS
+@DYNAMODB_FAULTS
 def test_a_transaction_cancelled_for_a_conflict_is_retried(limited_store: LeaseStore) -> None:
     flaky, client = flaky_store(limited_store)
     client.refuse("transact_write_items", 2, "TransactionCanceledException", **conflict_reasons(2, 1))
@@ -139,6 +146,7 @@ def test_a_transaction_cancelled_for_a_conflict_is_retried(limited_store: LeaseS
 
 
 @NEEDS_TRANSACTIONS
+@DYNAMODB_FAULTS
 def test_a_transaction_cancelled_for_an_invalid_request_is_not_answered_as_capacity(
     limited_store: LeaseStore,
 ) -> None:
@@ -151,6 +159,7 @@ def test_a_transaction_cancelled_for_an_invalid_request_is_not_answered_as_capac
 
 
 @NEEDS_TRANSACTIONS
+@DYNAMODB_FAULTS
 def test_a_resent_transaction_with_the_same_token_is_a_no_op(limited_store: LeaseStore) -> None:
     """botocore resends a request whose answer timed out with the same ClientRequestToken; DynamoDB
     then answers success without applying it again (the embedded DynamoDB does the same)."""
@@ -171,6 +180,7 @@ def test_a_resent_transaction_with_the_same_token_is_a_no_op(limited_store: Leas
 
 
 @NEEDS_TRANSACTIONS
+@DYNAMODB_FAULTS
 def test_a_resent_release_transaction_gives_the_slot_back_once(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
     limits = LeaseLimits(provider_caps={"local-docker": 10})
@@ -277,9 +287,7 @@ def test_one_leases_failure_does_not_stop_the_reconciler(leases: Leases, store: 
 
     def failing_for_one(lease_id: str, now: Any, **kwargs: Any) -> Any:
         if lease_id == broken:
-            raise store.client.exceptions.TransactionConflictException(
-                {"Error": {"Code": "TransactionConflictException"}}, "UpdateItem"
-            )
+            raise unexpected_error(store)
         return claim_failed(lease_id, now, **kwargs)
 
     store.claim_failed = failing_for_one  # type: ignore[method-assign]

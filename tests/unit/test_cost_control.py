@@ -27,6 +27,7 @@ from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 
 from .builders import NOW, memory_provider, new_lease, registry_of
+from .stored import drift_counter
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
 
@@ -260,13 +261,7 @@ def test_a_worker_seen_dearer_than_its_estimate_is_reserved_at_that_price_before
 def test_the_reconciler_repairs_a_drifted_hourly_cost_counter(budget_store: LeaseStore) -> None:
     registry = registry_of(priced("local-docker", 0.5))
     acquire(budget_store, registry, budgets(per_hour=5.0))
-    budget_store._call(  # drift: a lost give-back, as after a bug
-        "UpdateItem",
-        TableName=budget_store.counters_table,
-        Key={"counter": {"S": "cost#anim"}},
-        UpdateExpression="ADD leases :x",
-        ExpressionAttributeValues={":x": {"N": "900000"}},
-    )
+    drift_counter(budget_store, "cost#anim", 500_000 + 900_000)  # drift: a lost give-back, as after a bug
     repair_counters(budget_store, NOW)
     repaired = repair_counters(budget_store, NOW + timedelta(seconds=60))
 
@@ -409,6 +404,7 @@ def test_gpu_classes_are_unchanged() -> None:
     assert GpuClass("entry") is GpuClass.ENTRY and WorkerKind("anim") is WorkerKind.ANIM
 
 
+@pytest.mark.dynamodb_only("reads the TTL of the usage table's item")
 def test_usage_totals_are_kept_400_days_after_their_day(budget_store: LeaseStore) -> None:
     clock = Clock()
     registry = registry_of(priced("local-docker", 1.0))

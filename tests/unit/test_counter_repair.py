@@ -23,6 +23,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, acquire, memory_provider, registry_of
+from .stored import drift_counter
 
 pytestmark = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
 
@@ -41,12 +42,7 @@ def counter(store: LeaseStore) -> int:
 
 def drift(store: LeaseStore, value: int) -> None:
     """Set the counter behind the store's back, as a lost write would leave it."""
-    store.client.update_item(
-        TableName=store.counters_table,
-        Key={"counter": {"S": COUNTER}},
-        UpdateExpression="SET leases = :value",
-        ExpressionAttributeValues={":value": {"N": str(value)}},
-    )
+    drift_counter(store, COUNTER, value)
 
 
 def with_index_view(store: LeaseStore, view: Callable[[], list[tuple[str, ...]]]) -> LeaseStore:
@@ -106,6 +102,7 @@ def test_an_acquire_between_two_passes_postpones_the_repair(limited_store: Lease
     assert repair_counters(limited_store, SETTLED + timedelta(seconds=COUNTER_SETTLE_SECONDS)) == {COUNTER: (8, 2)}
 
 
+@pytest.mark.dynamodb_only("inspects the Scan request")
 def test_counters_are_read_strongly_consistently(limited_store: LeaseStore) -> None:
     seen: list[dict[str, Any]] = []
     scan = limited_store.client.scan

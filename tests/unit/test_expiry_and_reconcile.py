@@ -21,6 +21,7 @@ from scheduler.store import LeaseStore
 from scheduler.store.items import new_item
 
 from .builders import NOW, Leases, memory_provider, registry_of
+from .stored import ttl_delete
 
 LATER = NOW + timedelta(hours=2)
 
@@ -126,6 +127,7 @@ def test_failed_caller_release_is_finished_by_the_sweep_as_released(store: Lease
 
 
 @pytest.mark.slow
+@pytest.mark.dynamodb_only("counts the items DynamoDB's Query returned")
 def test_sweep_cost_does_not_grow_with_table_size(dynamodb: DynamoDBClient, store: LeaseStore) -> None:
     """Items read by a sweep with 5 expired leases: the same among 100 and among 5,000 live ones."""
     from .builders import new_lease
@@ -159,16 +161,12 @@ def test_sweep_cost_does_not_grow_with_table_size(dynamodb: DynamoDBClient, stor
     assert small == large == (5, 1)
 
 
-def test_ttl_deleted_live_lease_is_released_and_reads_back_expired(
-    dynamodb: DynamoDBClient, store: LeaseStore, leases: Leases
-) -> None:
+def test_ttl_deleted_live_lease_is_released_and_reads_back_expired(store: LeaseStore, leases: Leases) -> None:
     provider = memory_provider()
     lease_id = _active_with_worker(leases, provider, ttl_seconds=60)
-    old_image = dynamodb.delete_item(
-        TableName=store.table_name, Key={"lease_id": {"S": lease_id}}, ReturnValues="ALL_OLD"
-    )
+    old_image = ttl_delete(store, lease_id)
 
-    ended = release_ttl_deleted(old_image["Attributes"], store, registry_of(provider), clock=lambda: LATER)
+    ended = release_ttl_deleted(old_image, store, registry_of(provider), clock=lambda: LATER)
 
     assert ended is not None and ended.status == LeaseStatus.EXPIRED
     assert provider.workers == {}

@@ -32,6 +32,7 @@ from tests.support.tables import make_table
 from .builders import NOW, memory_provider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
+IDEMPOTENCY_RECORDS = pytest.mark.dynamodb_only("idempotency records are powertools' DynamoDB table")
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("caps and quotas use TransactWriteItems, which dynalite lacks")
 
 
@@ -217,6 +218,7 @@ def answer(outcome: AcquireOutcome) -> dict[str, Any]:
     return outcome.body()
 
 
+@IDEMPOTENCY_RECORDS
 def test_repeat_with_same_key_and_body_returns_the_same_lease_and_one_worker(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -230,6 +232,7 @@ def test_repeat_with_same_key_and_body_returns_the_same_lease_and_one_worker(
     assert len(provider.workers) == 1
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_names_the_lease_it_answers_with(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -242,6 +245,7 @@ def test_a_replay_names_the_lease_it_answers_with(
     assert isinstance(replayed, Replayed) and replayed.lease_id == first.lease.lease_id
 
 
+@IDEMPOTENCY_RECORDS
 def test_same_key_with_a_different_body_is_a_conflict(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -251,6 +255,7 @@ def test_same_key_with_a_different_body_is_a_conflict(
         keyed("key-2", REQUEST._replace(ttl_seconds=60))
 
 
+@IDEMPOTENCY_RECORDS
 def test_ten_concurrent_requests_with_one_key_make_one_worker(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -271,6 +276,7 @@ def test_ten_concurrent_requests_with_one_key_make_one_worker(
     assert len(answers) == 10 and len(set(answers)) == 1
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_failed_acquire_is_not_remembered(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -285,6 +291,7 @@ def test_a_failed_acquire_is_not_remembered(
     assert isinstance(again, Acquired) and again.lease.status == LeaseStatus.ACTIVE
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_after_a_release_is_a_conflict_saying_the_lease_ended(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -302,6 +309,7 @@ def test_a_replay_after_a_release_is_a_conflict_saying_the_lease_ended(
     assert refused.value.details == {"lease_id": first.lease.lease_id, "status": "released", "released_at": released_at}
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_after_a_renew_answers_the_renewed_expiry(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -316,6 +324,7 @@ def test_a_replay_after_a_renew_answers_the_renewed_expiry(
     assert replayed.body()["lease"]["expires_at"] == renewed.wire()["expires_at"] != first.body()["lease"]["expires_at"]
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_while_the_lease_is_being_released_is_a_conflict(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -330,6 +339,7 @@ def test_a_replay_while_the_lease_is_being_released_is_a_conflict(
     assert refused.value.details == {"lease_id": first.lease.lease_id, "status": "releasing"}
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_past_the_leases_expiry_is_a_conflict_saying_when_it_expired(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:
@@ -343,6 +353,7 @@ def test_a_replay_past_the_leases_expiry_is_a_conflict_saying_when_it_expired(
         later("key-expired")
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_of_a_lease_past_its_retention_is_a_conflict(
     store: LeaseStore, dynamodb: DynamoDBClient, idempotency_table: str
 ) -> None:

@@ -15,6 +15,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, Leases, acquire, memory_provider, registry_of
+from .stored import remove_attribute, stored_items
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=3600, owner_id="alice")
 POLICY = ReadinessPolicy(timeout_seconds=600)
@@ -230,13 +231,7 @@ def test_the_http_probe_passes_on_2xx_and_3xx_and_fails_otherwise() -> None:
 def _in_starting_index(store: LeaseStore) -> set[str]:
     from scheduler.store import STARTING_INDEX
 
-    page = store.client.query(
-        TableName=store.table_name,
-        IndexName=STARTING_INDEX,
-        KeyConditionExpression="starting_shard = :shard",
-        ExpressionAttributeValues={":shard": {"S": "0"}},
-    )
-    return {item["lease_id"]["S"] for item in page["Items"]}
+    return {item["lease_id"]["S"] for item in stored_items(store, STARTING_INDEX)}
 
 
 def test_the_sweep_reads_only_leases_whose_worker_is_starting(store: LeaseStore) -> None:
@@ -266,9 +261,7 @@ def test_a_starting_lease_recorded_before_the_starting_index_enters_it_at_the_ne
 
     provider = memory_provider(boots=True)
     lease = _booting(store, provider)
-    store.client.update_item(  # as a lease recorded by the code before the index had it
-        TableName=store.table_name, Key={"lease_id": {"S": lease.lease_id}}, UpdateExpression="REMOVE starting_shard"
-    )
+    remove_attribute(store, lease.lease_id, "starting_shard")  # as a lease recorded before the index had it
 
     report = reconcile(
         store, registry_of(provider), orphan_grace_seconds=60, pending_deadline_seconds=60, clock=lambda: NOW

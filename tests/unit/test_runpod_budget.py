@@ -1,8 +1,8 @@
 """RunPod within its quota: one request budget per account, in DynamoDB, shared by every invocation, sized
 from RateLimit-Policy and corrected from each RateLimit answer; creates leave room for releases.
 
-The budget's item is written optimistically (version), so it runs on moto and dynalite alike; the quota
-is the fake RunPod's (tests/fakes/runpod.py), which answers 429 past it.
+The budget's item is written optimistically (version), so it runs on moto and dynalite alike, and on the memory
+store's counters (`MemoryApiBudget`); the quota is the fake RunPod's (tests/fakes/runpod.py), which answers 429 past it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from scheduler.providers.runpod.quota import (
     parse_remaining,
 )
 from scheduler.store.api_budget import ApiBudget, QuotaWindow
+from scheduler.store.memory import MemoryApiBudget
+from scheduler.store.port import ApiBudgetPort
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 from tests.support.tables import make_table
 from tests.unit.builders import new_lease
+from tests.unit.conftest import MEMORY
 
 KEY = "budget-key"
 TEN_SECONDS = '"ten";q=30;w=10'
@@ -46,7 +49,12 @@ def keep_six(windows: Sequence[QuotaWindow]) -> int:
 
 
 @pytest.fixture
-def budget_table(dynamodb: DynamoDBClient, backend: str) -> Iterator[ApiBudget]:
+def budget_table(backend: str, request: pytest.FixtureRequest) -> Iterator[ApiBudgetPort]:
+    """The shared budget in a counters table of its own (on memory, the memory store's)."""
+    if backend == MEMORY:
+        yield MemoryApiBudget()
+        return
+    dynamodb: DynamoDBClient = request.getfixturevalue("dynamodb")
     counters = make_table(dynamodb, backend, "counters", "LeaseCountersTable")
     yield ApiBudget("unused-leases-table", dynamodb, counters_table=counters)
     dynamodb.delete_table(TableName=counters)
@@ -144,6 +152,7 @@ def _invocation(fake: FakeRunPod, shared: ApiBudget) -> RunPodProvider:
 
 @pytest.mark.slow
 @pytest.mark.moto_only("one concurrent run is enough; it waits for a real 10 s window")
+@pytest.mark.dynamodb_only("concurrent optimistic writes of the shared item; one run waits for real 10 s windows")
 def test_ten_concurrent_acquires_and_releases_pace_themselves_with_no_429(
     server: FakeRunPod, budget_table: ApiBudget
 ) -> None:
@@ -172,6 +181,7 @@ def test_ten_concurrent_acquires_and_releases_pace_themselves_with_no_429(
 
 @pytest.mark.slow
 @pytest.mark.moto_only("one concurrent run is enough; it waits for a real 10 s window")
+@pytest.mark.dynamodb_only("concurrent optimistic writes of the shared item; one run waits for real 10 s windows")
 def test_more_leases_than_one_window_holds_wait_for_the_next_window_instead_of_collecting_429s(
     server: FakeRunPod, budget_table: ApiBudget
 ) -> None:

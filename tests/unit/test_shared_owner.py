@@ -23,6 +23,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
 from .builders import NOW, memory_provider, registry_of
+from .stored import drift_counter
 
 pytestmark = pytest.mark.moto_only("budgets and quotas use TransactWriteItems, which dynalite lacks")
 
@@ -97,12 +98,7 @@ def test_the_reconciler_repairs_the_shared_owners_counters_from_its_live_leases(
     limits = LeaseLimits(per_owner=5, budgets=OwnerBudgets(per_hour=5.0))
     without_owner(budget_store, at(0.5), limits)
     for counter, value in (("owner#-", 4), ("cost#-", 2_000_000), ("firm#cost#-", 2_000_000)):  # lost give-backs
-        budget_store.client.update_item(
-            TableName=budget_store.counters_table,
-            Key={"counter": {"S": counter}},
-            UpdateExpression="SET leases = :value",
-            ExpressionAttributeValues={":value": {"N": str(value)}},
-        )
+        drift_counter(budget_store, counter, value)
 
     repair_counters(budget_store, NOW)
     repaired = repair_counters(budget_store, NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS))

@@ -1,15 +1,13 @@
-"""LeaseStore against DynamoDB (moto over HTTP, table from template.yaml), with explicit `now`s."""
+"""The lease store's contract, on DynamoDB (moto, dynalite: tables of template.yaml) and in memory, explicit `now`s."""
 
 from __future__ import annotations
 
 import base64
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
-from devstack.dynamodb import DynamoDBClient
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound, NotLeaseOwner
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import ListFilter, WorkerKind
@@ -18,16 +16,10 @@ from scheduler.store import LeaseStateChanged, LeaseStore
 from scheduler.store.items import InvalidNumber
 
 from .builders import NOW, RELEASE_CLAIM_SECONDS, RETENTION_SECONDS, Leases, epoch, new_lease, worker_for
+from .stored import stored_item, ttl_delete
 
 LATER = NOW + timedelta(minutes=5)
 FAR_FUTURE = NOW + timedelta(days=1)
-
-
-def raw_item(dynamodb: DynamoDBClient, store: LeaseStore, lease_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = dynamodb.get_item(
-        TableName=store.table_name, Key={"lease_id": {"S": lease_id}}, ConsistentRead=True
-    )["Item"]
-    return item
 
 
 def all_live(store: LeaseStore, query: ListFilter | None = None) -> list[str]:
@@ -402,10 +394,10 @@ def test_list_with_forged_next_token_is_invalid_request(store: LeaseStore, start
         store.list_live(ListFilter(next_token=token_of({"s": 0, "k": start_key})), NOW)
 
 
-def test_sharded_list_returns_every_lease_across_pages(sharded_store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_sharded_list_returns_every_lease_across_pages(sharded_store: LeaseStore) -> None:
     leases = Leases(sharded_store)
     ids = [leases.active(ttl_seconds=600 + index).lease_id for index in range(12)]
-    shards = {raw_item(dynamodb, sharded_store, lease_id)["live_shard"]["S"] for lease_id in ids}
+    shards = {stored_item(sharded_store, lease_id)["live_shard"]["S"] for lease_id in ids}
     assert len(shards) > 1, "the leases should spread over several shards"
     assert sorted(all_live(sharded_store, ListFilter(limit=3))) == sorted(ids)
 
@@ -664,56 +656,42 @@ def test_swept_lease_finishes_as_expired(leases: Leases, store: LeaseStore) -> N
 # --- reclaim_ttl_deleted ------------------------------------------------------------------------
 
 
-def ttl_delete(dynamodb: DynamoDBClient, store: LeaseStore, lease_id: str) -> dict[str, Any]:
-    """Delete the item as TTL would, returning the stream's OldImage."""
-    old: dict[str, Any] = dynamodb.delete_item(
-        TableName=store.table_name, Key={"lease_id": {"S": lease_id}}, ReturnValues="ALL_OLD"
-    )["Attributes"]
-    return old
-
-
-def test_reclaim_writes_a_ttl_deleted_lease_back_as_an_expiry_claim(
-    leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient
-) -> None:
+def test_reclaim_writes_a_ttl_deleted_lease_back_as_an_expiry_claim(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    claim = store.reclaim_ttl_deleted(ttl_delete(dynamodb, store, lease.lease_id), LATER)
+    claim = store.reclaim_ttl_deleted(ttl_delete(store, lease.lease_id), LATER)
     assert claim is not None
     assert (claim.outcome, store.get(lease.lease_id).status) == (LeaseStatus.EXPIRED, LeaseStatus.RELEASING)
 
 
-def test_reclaimed_lease_keeps_its_worker(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_reclaimed_lease_keeps_its_worker(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    claim = store.reclaim_ttl_deleted(ttl_delete(dynamodb, store, lease.lease_id), LATER)
+    claim = store.reclaim_ttl_deleted(ttl_delete(store, lease.lease_id), LATER)
     assert claim is not None
     assert claim.lease.provider_token == lease.provider_token
 
 
-def test_reclaim_does_nothing_when_the_lease_exists(
-    leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient
-) -> None:
+def test_reclaim_does_nothing_when_the_lease_exists(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    old_image = raw_item(dynamodb, store, lease.lease_id)
+    old_image = stored_item(store, lease.lease_id)
     assert store.reclaim_ttl_deleted(old_image, LATER) is None
 
 
-def test_reclaim_leaves_an_existing_lease_unchanged(
-    leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient
-) -> None:
+def test_reclaim_leaves_an_existing_lease_unchanged(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    store.reclaim_ttl_deleted(raw_item(dynamodb, store, lease.lease_id), LATER)
+    store.reclaim_ttl_deleted(stored_item(store, lease.lease_id), LATER)
     assert store.get(lease.lease_id) == lease
 
 
-def test_reclaim_of_one_deletion_wins_once(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_reclaim_of_one_deletion_wins_once(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    old_image = ttl_delete(dynamodb, store, lease.lease_id)
+    old_image = ttl_delete(store, lease.lease_id)
     store.reclaim_ttl_deleted(old_image, LATER)
     assert store.reclaim_ttl_deleted(old_image, LATER) is None
 
 
-def test_reclaimed_lease_finishes_as_expired(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_reclaimed_lease_finishes_as_expired(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
-    claim = store.reclaim_ttl_deleted(ttl_delete(dynamodb, store, lease.lease_id), LATER)
+    claim = store.reclaim_ttl_deleted(ttl_delete(store, lease.lease_id), LATER)
     assert claim is not None
     assert store.finish_release(claim, LATER).status == LeaseStatus.EXPIRED
 
@@ -748,32 +726,32 @@ def test_claim_failed_without_token_claims_a_stuck_pending_lease(leases: Leases,
 # --- the table's TTL attribute ------------------------------------------------------------------
 
 
-def test_live_lease_ttl_is_its_expiry(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_live_lease_ttl_is_its_expiry(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active()
-    assert raw_item(dynamodb, store, lease.lease_id)["ttl"] == {"N": str(epoch(lease.expires_at))}
+    assert stored_item(store, lease.lease_id)["ttl"] == {"N": str(epoch(lease.expires_at))}
 
 
-def test_renewed_lease_ttl_is_its_new_expiry(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_renewed_lease_ttl_is_its_new_expiry(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active()
     renewed = store.renew(lease.lease_id, "alice", 7200, LATER)
-    assert raw_item(dynamodb, store, lease.lease_id)["ttl"] == {"N": str(epoch(renewed.expires_at))}
+    assert stored_item(store, lease.lease_id)["ttl"] == {"N": str(epoch(renewed.expires_at))}
 
 
-def test_ended_lease_ttl_is_its_end_plus_retention(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_ended_lease_ttl_is_its_end_plus_retention(leases: Leases, store: LeaseStore) -> None:
     lease = leases.released(at=LATER)
-    assert raw_item(dynamodb, store, lease.lease_id)["ttl"] == {"N": str(epoch(LATER) + RETENTION_SECONDS)}
+    assert stored_item(store, lease.lease_id)["ttl"] == {"N": str(epoch(LATER) + RETENTION_SECONDS)}
 
 
-def test_claimed_lease_ttl_outlives_the_claim(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_claimed_lease_ttl_outlives_the_claim(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=60)
     store.claim_release(lease.lease_id, "alice", NOW)
-    ttl = int(raw_item(dynamodb, store, lease.lease_id)["ttl"]["N"])
+    ttl = int(stored_item(store, lease.lease_id)["ttl"]["N"])
     assert ttl > epoch(NOW) + RELEASE_CLAIM_SECONDS
 
 
-def test_ended_lease_leaves_the_live_index(leases: Leases, store: LeaseStore, dynamodb: DynamoDBClient) -> None:
+def test_ended_lease_leaves_the_live_index(leases: Leases, store: LeaseStore) -> None:
     lease = leases.released()
-    item = raw_item(dynamodb, store, lease.lease_id)
+    item = stored_item(store, lease.lease_id)
     assert ("live_shard" in item, "due_at" in item) == (False, False)
 
 
@@ -857,6 +835,7 @@ def test_a_crafted_start_key_is_invalid_request(store: LeaseStore, key: object) 
         store.list_live(ListFilter(next_token=token_of({"s": 0, "k": key})), NOW)
 
 
+@pytest.mark.dynamodb_only("crafts a DynamoDB start key into the token; the memory store's tokens are its own")
 def test_a_well_formed_start_key_of_no_lease_pages_on(leases: Leases, store: LeaseStore) -> None:
     lease = leases.active(ttl_seconds=3600)
     key = {"lease_id": {"S": "00000000-0000-4000-8000-000000000000"}, "live_shard": {"S": "0"}, "due_at": {"N": "1"}}

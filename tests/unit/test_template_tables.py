@@ -21,18 +21,21 @@ def test_get_att_short_tag_is_split_into_resource_and_attribute() -> None:
     assert authorizers["InternalSecretAuthorizer"]["FunctionArn"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
 
 
+@pytest.mark.dynamodb_only("reads the table's definition")
 def test_leases_table_has_the_live_and_starting_indexes(table_name: str, dynamodb: DynamoDBClient) -> None:
     table = dynamodb.describe_table(TableName=table_name)["Table"]
     assert [index["IndexName"] for index in table["GlobalSecondaryIndexes"]] == [LIVE_INDEX, STARTING_INDEX]
 
 
 @pytest.mark.moto_only("dynalite has no streams")
+@pytest.mark.dynamodb_only("reads the table's definition")
 def test_leases_table_streams_new_and_old_images(table_name: str, dynamodb: DynamoDBClient) -> None:
     stream = dynamodb.describe_table(TableName=table_name)["Table"]["StreamSpecification"]
     assert stream == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
 @pytest.mark.moto_only("dynalite has no TTL")
+@pytest.mark.dynamodb_only("reads the table's definition")
 def test_leases_table_expires_items_by_the_ttl_attribute(table_name: str, dynamodb: DynamoDBClient) -> None:
     ttl = dynamodb.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
     assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "ttl")

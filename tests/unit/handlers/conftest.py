@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -26,10 +26,12 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
 from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
+from scheduler.store.port import LeaseStorePort
 from tests.support.metrics import RecordedMetrics
 from tests.support.tables import make_table
 
 from ..builders import NOW, memory_provider
+from ..conftest import MEMORY
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
 SAMPLE_LEASE_ID = "3f2b8c1e-6d4a-4f7b-9c2e-1a5d7e9b0c42"
@@ -75,7 +77,7 @@ def with_header(sample: dict[str, Any], name: str, value: str | None) -> dict[st
 
 
 def runtime_of(
-    store: LeaseStore,
+    store: LeaseStorePort,
     *providers: MemoryProvider,
     metrics: RecordedMetrics | None = None,
     clock: Callable[[], datetime] = lambda: NOW,
@@ -86,20 +88,45 @@ def runtime_of(
     recorded = metrics if metrics is not None else RecordedMetrics()
     configured = Settings(
         providers=tuple(provider.name for provider in chosen),
-        leases_table=store.table_name,
         internal_secret=Secret(SECRET),
-        **settings,
+        **{**tables_of(store), **settings},
     )
     registry = ConfiguredProviders(
         configured,
         factories={provider.name: (lambda _, chosen=provider: chosen) for provider in chosen},
         wrap=lambda driver: InstrumentedProvider(driver, recorded),
     )
-    return Runtime(configured, store=store, providers=registry, metrics=recorded, clock=clock)
+    # On the memory store there is no idempotency table: a request with an Idempotency-Key fails the test
+    # by name rather than as a 500 (such tests are `dynamodb_only`).
+    idempotency = None if isinstance(store, LeaseStore) else _no_idempotency_table
+    return Runtime(configured, store=store, providers=registry, metrics=recorded, clock=clock, idempotency=idempotency)
+
+
+def _no_idempotency_table(*_: object) -> NoReturn:
+    pytest.fail("an Idempotency-Key needs powertools' DynamoDB table: mark the test dynamodb_only")
+
+
+def tables_of(store: LeaseStorePort) -> dict[str, str]:
+    """The settings naming the tables a DynamoDB store uses (none for the memory store)."""
+    if not isinstance(store, LeaseStore):
+        return {}
+    tables = {"leases_table": store.table_name}
+    if store.counters_table:
+        tables["counters_table"] = store.counters_table
+    if store.usage_table:
+        tables["usage_table"] = store.usage_table
+    return tables
 
 
 @pytest.fixture
-def idempotency_table(dynamodb: DynamoDBClient, backend: str) -> Iterator[str]:
+def idempotency_table(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The idempotency records' table: powertools' own, in DynamoDB. The memory store's runs name one that is
+    never built (the runtime builds its idempotency part for a request with an Idempotency-Key only, and the
+    tests sending one are `dynamodb_only`)."""
+    if backend == MEMORY:
+        yield "no-idempotency-table-on-memory"
+        return
+    dynamodb: DynamoDBClient = request.getfixturevalue("dynamodb")
     name = make_table(dynamodb, backend, "idempotency", "IdempotencyTable")
     yield name
     dynamodb.delete_table(TableName=name)
@@ -116,7 +143,9 @@ def provider() -> MemoryProvider:
 
 
 @pytest.fixture
-def runtime(store: LeaseStore, provider: MemoryProvider, metrics: RecordedMetrics, idempotency_table: str) -> Runtime:
+def runtime(
+    store: LeaseStorePort, provider: MemoryProvider, metrics: RecordedMetrics, idempotency_table: str
+) -> Runtime:
     return runtime_of(store, provider, metrics=metrics, idempotency_table=idempotency_table)
 
 

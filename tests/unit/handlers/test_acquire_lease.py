@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
+
 from scheduler.deadline import Deadline
 from scheduler.models import GpuClass, Lease
 from scheduler.providers.base import WorkerOutcomeUnknown
@@ -14,6 +16,8 @@ from tests.support.metrics import RecordedMetrics
 
 from ..builders import memory_provider
 from .conftest import Function, event, runtime_of, with_header
+
+IDEMPOTENCY_RECORDS = pytest.mark.dynamodb_only("idempotency records are powertools' DynamoDB table")
 
 BODY = {"kind": "renderer", "ttl_seconds": 600, "owner_id": "anim-service", "correlation_id": "job-1"}
 
@@ -42,6 +46,7 @@ def test_an_acquires_log_lines_carry_the_lease_it_made(function: Callable[[str],
     assert (keys["lease_id"], keys["owner_id"]) == (body["lease"]["lease_id"], "anim-service")
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_answers_the_first_lease_again(function: Callable[[str], Function], provider: MemoryProvider) -> None:
     acquire = function("acquire_lease")
     first = acquire.http(acquire_event(key="job-1-attempt"))
@@ -50,6 +55,7 @@ def test_a_replay_answers_the_first_lease_again(function: Callable[[str], Functi
     assert len(provider.provisioned) == 1
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_counts_no_second_lease_acquired(
     function: Callable[[str], Function], metrics: RecordedMetrics
 ) -> None:
@@ -59,6 +65,7 @@ def test_a_replay_counts_no_second_lease_acquired(
     assert metrics.names().count("LeaseAcquired") == 1
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replays_log_lines_carry_the_replayed_lease(function: Callable[[str], Function]) -> None:
     acquire = function("acquire_lease")
     _, first = acquire.http(acquire_event(key="job-1-attempt"))
@@ -66,6 +73,7 @@ def test_a_replays_log_lines_carry_the_replayed_lease(function: Callable[[str], 
     assert acquire.log_keys()["lease_id"] == first["lease"]["lease_id"]
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_answers_its_keys_in_the_first_answers_order(function: Callable[[str], Function]) -> None:
     acquire = function("acquire_lease")
     first = acquire(acquire_event(key="job-1-attempt"))["body"]
@@ -74,6 +82,7 @@ def test_a_replay_answers_its_keys_in_the_first_answers_order(function: Callable
     assert list(json.loads(again)["lease"]) == list(json.loads(first)["lease"])
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_after_a_renew_answers_the_renewed_lease(function: Callable[[str], Function]) -> None:
     acquire = function("acquire_lease")
     _, first = acquire.http(acquire_event(key="job-1-attempt"))
@@ -86,6 +95,7 @@ def test_a_replay_after_a_renew_answers_the_renewed_lease(function: Callable[[st
     assert again["lease"] == renewed["lease"] and again["lease"]["expires_at"] != first["lease"]["expires_at"]
 
 
+@IDEMPOTENCY_RECORDS
 def test_a_replay_after_a_release_answers_409_saying_the_lease_ended(
     function: Callable[[str], Function], provider: MemoryProvider
 ) -> None:

@@ -13,6 +13,7 @@ from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
 
 from ..builders import NOW, Leases, memory_provider
+from ..stored import ttl_delete
 from .conftest import Function, event, runtime_of
 
 LATER = NOW + timedelta(hours=2)
@@ -112,12 +113,9 @@ def test_the_reconciler_counts_the_live_leases_of_each_provider(
 
 def ttl_record(store: LeaseStore, lease_id: str, **changes: Any) -> dict[str, Any]:
     """The sample stream event, for a lease TTL deleted from `store`'s table."""
-    deleted = store.client.delete_item(
-        TableName=store.table_name, Key={"lease_id": {"S": lease_id}}, ReturnValues="ALL_OLD"
-    )
     sample = event("ttl_stream", lease_id)
     record = sample["Records"][0]
-    record["dynamodb"]["OldImage"] = deleted["Attributes"]
+    record["dynamodb"]["OldImage"] = ttl_delete(store, lease_id)
     record.update(changes)
     return sample
 
@@ -219,7 +217,6 @@ def test_the_sweep_reports_live_leases_per_docker_host_of_a_fleet(
         limited_store,
         memory_provider(),
         metrics,
-        counters_table=str(limited_store.counters_table),
         sections={"local-docker": LocalDockerSettings(docker_hosts=fleet)},
     )
 

@@ -2,7 +2,8 @@
 
 No status literal is written into an expression anywhere else: a transition's source statuses, its
 guards and its writes become one `Rendered` (expressions with exactly the names and values they
-use), which the store sends with its UpdateItem or transaction.
+use), which the store sends with its UpdateItem or transaction. What a caller is told when a condition
+did not hold is `store/refusals.py`'s, for LeaseStore and the memory store alike.
 """
 
 from __future__ import annotations

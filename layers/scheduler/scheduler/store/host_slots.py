@@ -8,15 +8,18 @@ served; whatever ends the lease later gives back every counter it holds, this on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from scheduler.store.counters import Limit
-from scheduler.store.leases import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.store.port import LeaseStorePort
 
 
 class StoreHostSlots:
-    """The fleet driver's view of the counters: read them, move a pending lease's host slot."""
+    """The fleet driver's view of the counters: read them, move a pending lease's host slot (on either store)."""
 
-    def __init__(self, store: LeaseStore) -> None:
+    def __init__(self, store: LeaseStorePort) -> None:
         self._store = store
 
     def counts(self, counters: Sequence[str]) -> dict[str, int]:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from scheduler.providers.base import ProvisionedWorker
 
 # TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
-_CLAIM_TTL_SECONDS = 30 * 24 * 3600
+CLAIM_TTL_SECONDS = 30 * 24 * 3600
 
 
 class LeaseStateChanged(Exception):
@@ -217,7 +217,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
                 "release_outcome": string_attr(outcome.value),
                 "live_shard": string_attr(self._shard_of(old_image["lease_id"]["S"])),
                 "due_at": number_attr(epoch(now) + self._claim_seconds),
-                "ttl": number_attr(epoch(now) + _CLAIM_TTL_SECONDS),
+                "ttl": number_attr(epoch(now) + CLAIM_TTL_SECONDS),
             }
         )
         try:
@@ -303,7 +303,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             reason=inputs.reason,
             claim_id=claim_id,
             claim_due=epoch(now) + self._claim_seconds,
-            claim_ttl=epoch(now) + _CLAIM_TTL_SECONDS,
+            claim_ttl=epoch(now) + CLAIM_TTL_SECONDS,
         )
         try:
             response = self._call("UpdateItem", **self._update(lease_id, render(transition, bound).request()))

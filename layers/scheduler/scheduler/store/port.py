@@ -158,3 +158,14 @@ class ApiBudgetPort(Protocol):
 
 class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
     """Everything the use cases ask of the lease store."""
+
+
+if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for (nothing runs here)
+    from scheduler.store.api_budget import ApiBudget
+    from scheduler.store.leases import LeaseStore
+    from scheduler.store.memory import MemoryApiBudget, MemoryLeaseStore
+
+    def _both_conform(
+        dynamodb: LeaseStore, memory: MemoryLeaseStore, budget: ApiBudget, memory_budget: MemoryApiBudget
+    ) -> tuple[LeaseStorePort, LeaseStorePort, ApiBudgetPort, ApiBudgetPort]:
+        return dynamodb, memory, budget, memory_budget

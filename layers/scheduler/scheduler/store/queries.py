@@ -28,6 +28,11 @@ LIVE_INDEX = "live-by-due"
 STARTING_INDEX = "starting-by-created"
 
 
+def shard_of(lease_id: str, shards: int) -> str:
+    """The live index's partition a lease sits in (of `shards`)."""
+    return str(uuid.UUID(lease_id).int % shards) if shards > 1 else "0"
+
+
 class LeaseReads(TableClient):
     """Lease reads; `shards` spreads the live index over that many partition keys."""
 
@@ -170,7 +175,7 @@ class LeaseReads(TableClient):
             yield from page.get("Items", [])
 
     def _shard_of(self, lease_id: str) -> str:
-        return str(uuid.UUID(lease_id).int % self._shards) if self._shards > 1 else "0"
+        return shard_of(lease_id, self._shards)
 
     def _encode_token(self, shard: int, key: Item | None) -> str:
         raw = json.dumps({"s": shard, "k": key}, separators=(",", ":")).encode()
