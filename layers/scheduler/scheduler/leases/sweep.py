@@ -11,22 +11,18 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline, or_never
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 logger = Logger(child=True)
-
-DEFAULT_LIMIT = 1000
-DEFAULT_CONCURRENCY = 32
 
 
 @dataclass
@@ -55,56 +51,45 @@ class _Outcome(NamedTuple):
     unconfigured: str | None = None
 
 
-def sweep(
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock = utc_now,
-    limit: int = DEFAULT_LIMIT,
-    deadline: Deadline | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> SweepReport:
+def sweep(ctx: Context) -> SweepReport:
     """Release every live lease past its due time: expired ones, and release claims gone stale.
 
     Reads go through the sparse `live-by-due` index, so the cost follows the number of due leases,
     not the size of the table. Each lease is claimed with a conditional write first, so a concurrent
     sweep, DELETE or stream handler never releases the same worker twice; that same claim makes it
-    safe to release up to `concurrency` leases at once.
+    safe to release up to SWEEP_CONCURRENCY leases at once. At most SWEEP_BATCH_SIZE leases a run.
     """
     report = SweepReport()
-    deadline = or_never(deadline)
-    now = clock()
-    due = list(store.due_leases(now, limit=limit))
+    limit = ctx.settings.sweep_batch_size
+    now = ctx.clock()
+    due = list(ctx.store.due_leases(now, limit=limit))
     report.more = len(due) >= limit
     if not due:
         return report
 
     def one(lease: Lease) -> _Outcome:
-        return _sweep_one(lease, store, providers, clock, deadline, now)
+        return _sweep_one(ctx, lease, now)
 
-    workers = max(1, min(concurrency, len(due)))
+    workers = max(1, min(ctx.settings.sweep_concurrency, len(due)))
     if workers == 1:
         outcomes = [one(lease) for lease in due]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
             outcomes = list(pool.map(one, due))
     for outcome in outcomes:
-        _record(report, outcome, clock)
+        _record(ctx, report, outcome)
     report.more = report.more or report.unreached > 0
     return report
 
 
-def _sweep_one(
-    due: Lease, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline, now: datetime
-) -> _Outcome:
-    if deadline.expired:
-        return _Outcome(
-            due.lease_id, unreached=True
-        )  # unclaimed, so the next sweep (or the hand-off) takes it up at once
+def _sweep_one(ctx: Context, due: Lease, now: datetime) -> _Outcome:
+    if ctx.deadline.expired:
+        return _Outcome(due.lease_id, unreached=True)  # unclaimed, so the next sweep (or the hand-off) takes it up
     try:
-        claim = store.claim_due(due.lease_id, now)
+        claim = ctx.store.claim_due(due.lease_id, now)
         if claim is None:
             return _Outcome(due.lease_id, lost_claim=True)
-        ended = release_claimed(claim, store, providers, clock, deadline)
+        ended = release_claimed(ctx, claim)
     except ProviderRequestFailed as error:
         # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
         logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
@@ -122,7 +107,7 @@ def _sweep_one(
     return _Outcome(due.lease_id, ended=ended)
 
 
-def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
+def _record(ctx: Context, report: SweepReport, outcome: _Outcome) -> None:
     if outcome.unreached:
         report.unreached += 1
     elif outcome.lost_claim:
@@ -130,7 +115,7 @@ def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
     elif outcome.ended is not None:
         ended = outcome.ended
         report.ended.append(ended)
-        released_at = ended.released_at or clock()
+        released_at = ended.released_at or ctx.clock()
         report.lag_seconds.append(max(0.0, (released_at - ended.expires_at).total_seconds()))
     if outcome.failed:
         report.failed_releases.append(outcome.lease_id)

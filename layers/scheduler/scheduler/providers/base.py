@@ -25,8 +25,9 @@ its worker's token can still be released (`release(lease_id, None)`) and an orph
 
 Optional capabilities are methods with a default here, and the default says what a provider that
 cannot do it means to its callers (`stopped_workers`: none found, the reconciler's listing finds
-them later; `readiness`: workers are usable once provisioned). A new capability (logs) is added the
-same way, so existing drivers keep passing the contract.
+them later; `readiness`: workers are usable once provisioned; `place_counters`: no counters of its
+own, so nothing to report or repair). A new capability (logs) is added the same way, so existing
+drivers keep passing the contract.
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class ProvisionedWorker(NamedTuple):
     # `held_counters` entries the provider itself took for the lease (a fleet host's slot): acquire keeps them
     # in every later write of the lease's held set, so whatever ends the lease gives them back.
     held: tuple[str, ...] = ()
+
+
+class PlaceCounter(NamedTuple):
+    """A live-lease counter a provider keeps in the lease store for one place of its own (a Docker host of a
+    fleet): taken with a lease placed there, like the provider's own slot, and given back when the lease ends."""
+
+    place: str  # the place's name (the `host` dimension of HostLeases)
+    counter: str  # the counter's name in the lease store
+    maximum: int | None = None  # the place's cap on live leases, if it has one
 
 
 class ReadinessState(StrEnum):
@@ -248,6 +258,15 @@ class Provider(ABC):
         worker was being placed, and only that place may confirm it gone. Default None: `release(lease_id,
         None)` finds the worker by its lease id."""
         return None
+
+    def place_counters(self) -> tuple[PlaceCounter, ...]:
+        """The live-lease counters this provider keeps for places of its own (from its configuration: no call
+        to the provider). The sweep reports each every minute (HostLeases), and the reconciler repairs them
+        with the other counters when a place has a cap.
+
+        Default: none (the provider's own cap, `<NAME>_MAX_LEASES`, is the service's counter, not the driver's).
+        """
+        return ()
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed workers that no longer run, from one cheap call (the sweep asks every minute).
