@@ -1,6 +1,6 @@
 """Scheduled sweep: release every live lease past its expiry (TTL deletion can lag by days), end every lease
 whose worker stopped, record booting workers ready or end the leases of those that failed to boot, and
-report the live leases the counters hold (`leases/sweep_run.py`: the passes and the hand-off decision).
+report the live leases the counters hold (`leases/sweep.py`: the passes and the hand-off decision).
 
 Due leases are released concurrently (SWEEP_CONCURRENCY at a time, at most SWEEP_BATCH_SIZE per run);
 a run that cannot finish hands the rest on to another invocation of this function at once.
@@ -12,7 +12,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler.handoff import hop_of
-from scheduler.leases.sweep_run import SweepRun, run_sweep
+from scheduler.leases.sweep import SweepRun, run_sweep
 from scheduler.observability.metrics import Metrics, boot_failed, count, lease_ended, worker_ready
 from scheduler.runtime import Runtime, background_deadline
 
@@ -70,7 +70,7 @@ def emit(run: SweepRun, metrics: Metrics) -> None:
         count(metrics, "UnconfiguredHostRelease", host=place)
     if run.handed_on:
         count(metrics, "SweepHandoff")
-    for provider, live in run.gauges.by_provider.items():  # counted providers: an exact figure every minute
+    for provider, live in run.by_provider.items():  # counted providers: an exact figure every minute
         metrics.emit("ActiveLeases", MetricUnit.Count, live, provider=provider)
-    for host, live in run.gauges.by_place.items():
+    for host, live in run.by_place.items():
         metrics.emit("HostLeases", MetricUnit.Count, live, host=host)

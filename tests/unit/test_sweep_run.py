@@ -1,4 +1,4 @@
-"""One run of the scheduled sweep (`leases/sweep_run.py`): which passes a scheduled run and a hand-off make,
+"""One run of the scheduled sweep (`leases/sweep.py`, `run_sweep`): which passes a scheduled run and a hand-off make,
 when the rest is handed on, and the gauges it reads; no handler, no metrics."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.deadline import Deadline
 from scheduler.leases.readiness import ReadinessPolicy
-from scheduler.leases.sweep_run import READINESS_PASS_SECONDS, run_sweep
+from scheduler.leases.sweep import READINESS_PASS_SECONDS, run_sweep
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, WorkerKind
@@ -79,7 +79,7 @@ def test_a_handed_on_run_only_releases_due_leases(store: LeaseStore, leases: Lea
     run = run_sweep(context(store, arranged.registry, clock=lambda: LATER), 3, POLICY, HandOns())
 
     assert [lease.lease_id for lease in run.due.ended] == [arranged.expired.lease_id]
-    assert (run.booted.ready, run.stopped.ended, run.gauges) == ([], [], ({}, {}))
+    assert (run.booted.ready, run.stopped.ended, run.by_provider, run.by_place) == ([], [], {}, {})
     assert store.get(arranged.booted.lease_id).is_starting
     assert store.get(arranged.stopped.lease_id).status == LeaseStatus.ACTIVE
     assert arranged.provider.readiness_calls == [] and not run.scheduled
@@ -157,10 +157,10 @@ def test_the_gauges_read_each_capped_provider_and_each_host_of_a_fleet(limited_s
 
     run = run_sweep(context(limited_store, registry, limits=limits), 0, POLICY, HandOns())
 
-    assert run.gauges == ({"local-docker": 1}, {"a": 1})
+    assert (run.by_provider, run.by_place) == ({"local-docker": 1}, {"a": 1})
 
 
 def test_a_run_without_caps_or_fleet_reads_no_counter(store: LeaseStore) -> None:
     run = run_sweep(context(store, registry_of(memory_provider())), 0, POLICY, HandOns())
 
-    assert run.gauges == ({}, {})  # the store here has no counters table: a read would have failed
+    assert (run.by_provider, run.by_place) == ({}, {})  # the store here has no counters table: a read would have failed

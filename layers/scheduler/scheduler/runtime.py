@@ -9,7 +9,7 @@ providers=..., metrics=...)`, with no module reloads and no patched globals.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from scheduler.clock import Clock, utc_now
 from scheduler.config import Settings, get_settings
@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.store import LeaseStore
     from scheduler.store.port import LeaseStorePort
 
+    Part = Literal["store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff"]
+
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
 # timeout). The reserve covers what follows the provider calls (recording the outcome, answering)
 # and the cold start, which API Gateway's clock counts and the function's does not.
@@ -36,7 +38,7 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-Part = Literal["store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff"]
+_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff")
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -99,7 +101,7 @@ class Runtime:
     def warm(self, *parts: Part) -> Runtime:
         """Build `parts` now (at init, which Lambda runs before the first request arrives)."""
         for name in parts:
-            if name not in get_args(Part):
+            if name not in _PARTS:
                 raise TypeError(f"unknown runtime part {name!r}")
             getattr(self, name)
         return self

@@ -1,13 +1,27 @@
-"""The scheduled sweep: release every live lease past its due time (TTL deletion can lag by days).
+"""The scheduled sweep: one run's passes (`run_sweep`), and the one over due leases (`sweep`).
+
+A scheduled run (hop 0) makes four passes:
+
+1. readiness, FIRST and within its own slice of the run (READINESS_PASS_SECONDS): booting workers recorded
+   ready, the leases of those that failed to boot ended (`readiness.check_starting_leases`), so that a
+   backlog of due leases never starves the boot-failure checks;
+2. due leases: every live lease past its expiry (TTL deletion can lag by days) or its stale release claim,
+   released; what the run could not reach is handed on at once to another invocation, as hop + 1;
+3. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
+4. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
+   fleet's hosts), from their counters (one BatchGetItem).
+
+A handed-on run (hop > 0) only carries on with the due leases. The caller turns the result into metrics.
 
 Due leases are claimed and released concurrently by a bounded pool of threads (provider calls are
 mostly waiting on the network), so a burst of expiries takes (leases / concurrency) × release time
 rather than leases × release time. A run stops claiming when its deadline comes; whatever it could
-not reach is still due, unclaimed, and `SweepReport.more` tells the caller to hand it on at once.
+not reach is still due, unclaimed, and `SweepReport.more` says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,12 +29,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
+from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
+from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
+from scheduler.store.counters import Limit
 
 if TYPE_CHECKING:
     from scheduler.leases.context import Context
+    from scheduler.leases.readiness import ReadinessPolicy
 
 logger = Logger(child=True)
 
@@ -39,6 +57,69 @@ class SweepReport:
     # Due leases this run did not reach (deadline), or a full batch read (there may be more behind it).
     unreached: int = 0
     more: bool = False
+
+
+# The readiness pass (one listing per provider) runs before the due leases, within this slice of the run.
+READINESS_PASS_SECONDS = 15.0
+
+HandOn = Callable[[int], bool]
+"""Start another invocation as hop `hop` with what is left; False when it could not be started."""
+
+
+class SweepRun:
+    """What one run did, pass by pass (a pass it did not make: empty)."""
+
+    __slots__ = ("booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped")
+
+    def __init__(
+        self,
+        hop: int,
+        booted: BootReport,
+        due: SweepReport,
+        handed_on: bool,
+        stopped: StoppedReport,
+        by_provider: dict[str, int],
+        by_place: dict[str, int],
+    ) -> None:
+        self.hop = hop
+        self.booted = booted
+        self.due = due
+        self.handed_on = handed_on
+        self.stopped = stopped
+        self.by_provider = by_provider  # live leases of each provider with a cap (<NAME>_MAX_LEASES)
+        self.by_place = by_place  # live leases on each place a provider keeps a counter for (a fleet's host)
+
+    @property
+    def scheduled(self) -> bool:
+        """A run the schedule started (hop 0), not a hand-off."""
+        return self.hop == 0
+
+
+def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandOn) -> SweepRun:
+    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all four; a hand-off makes the
+    due-lease pass only), handing the rest on as hop + 1 when the due leases did not all fit."""
+    if hop != 0:
+        due = sweep(ctx)
+        return SweepRun(hop, BootReport(), due, due.more and hand_on(hop + 1), StoppedReport(), {}, {})
+    booted = check_starting_leases(ctx.sooner(READINESS_PASS_SECONDS), readiness)
+    due = sweep(ctx)
+    handed_on = due.more and hand_on(hop + 1)
+    stopped = fail_stopped_workers(ctx)
+    by_provider, by_place = read_gauges(ctx)
+    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place)
+
+
+def read_gauges(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
+    """The counted live leases of each capped provider and of each place with a counter (one BatchGetItem)."""
+    providers = {Limit.for_provider(name, cap).counter: name for name, cap in ctx.limits.provider_caps.items()}
+    places = {counter.counter: counter.place for counter in ctx.providers.place_counters()}
+    if not providers and not places:
+        return {}, {}
+    live = ctx.store.counters([*providers, *places])
+    return (
+        {name: live.get(counter, 0) for counter, name in providers.items()},
+        {place: live.get(counter, 0) for counter, place in places.items()},
+    )
 
 
 class _Outcome(NamedTuple):

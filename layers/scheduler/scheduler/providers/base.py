@@ -69,13 +69,27 @@ class ProvisionedWorker(NamedTuple):
     held: tuple[str, ...] = ()
 
 
-class PlaceCounter(NamedTuple):
+class PlaceCounter:
     """A live-lease counter a provider keeps in the lease store for one place of its own (a Docker host of a
-    fleet): taken with a lease placed there, like the provider's own slot, and given back when the lease ends."""
+    fleet): taken with a lease placed there, like the provider's own slot, and given back when the lease ends.
 
-    place: str  # the place's name (the `host` dimension of HostLeases)
-    counter: str  # the counter's name in the lease store
-    maximum: int | None = None  # the place's cap on live leases, if it has one
+    A plain class, not a NamedTuple: every function loads this module, and a NamedTuple costs its cold start.
+    """
+
+    __slots__ = ("counter", "maximum", "place")
+
+    def __init__(self, place: str, counter: str, maximum: int | None = None) -> None:
+        self.place = place  # the place's name (the `host` dimension of HostLeases)
+        self.counter = counter  # the counter's name in the lease store
+        self.maximum = maximum  # the place's cap on live leases, if it has one
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlaceCounter):
+            return NotImplemented
+        return (self.place, self.counter, self.maximum) == (other.place, other.counter, other.maximum)
+
+    def __repr__(self) -> str:
+        return f"PlaceCounter({self.place!r}, {self.counter!r}, {self.maximum!r})"
 
 
 class ReadinessState(StrEnum):
