@@ -86,9 +86,9 @@ class Listing:
             return False
         if lease.status in (LeaseStatus.PENDING, LeaseStatus.RELEASING):
             return True
-        return lease.provider == provider and self.key(provider, lease.provider_token) == self.key(
-            provider, worker.token
-        )
+        if lease.provider != provider:
+            return False
+        return self.key(provider, lease.provider_token) == self.key(provider, worker.token)
 
 
 def reconcile(ctx: Context) -> ReconcileReport:

@@ -98,7 +98,7 @@ class SweepRun:
 def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandOn) -> SweepRun:
     """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all four; a hand-off makes the
     due-lease pass only), handing the rest on as hop + 1 when the due leases did not all fit."""
-    if hop != 0:
+    if hop != 0:  # a hand-off carries on with the due leases only
         due = sweep(ctx)
         return SweepRun(hop, BootReport(), due, due.more and hand_on(hop + 1), StoppedReport(), {}, {})
     booted = check_starting_leases(ctx.sooner(READINESS_PASS_SECONDS), readiness)
