@@ -54,6 +54,7 @@ def placement(database: DynamoDB, acquires: int, caps: list[int]) -> dict[str, A
     from scheduler.providers.local_docker.hosts import DockerHostSpec
     from scheduler.providers.memory import MemoryProvider
     from scheduler.request_models import LeaseRequest
+    from scheduler.runtime import Runtime
     from scheduler.store import LeaseStore
     from scheduler.store.host_slots import StoreHostSlots
 
@@ -62,11 +63,13 @@ def placement(database: DynamoDB, acquires: int, caps: list[int]) -> dict[str, A
     specs = [DockerHostSpec(f"h{i}", f"tcp://127.0.0.1:{2376 + i}", max_leases=cap) for i, cap in enumerate(caps)]
     members = {spec.name: MemoryProvider() for spec in specs}
     fleet = DockerFleet([(spec, members[spec.name]) for spec in specs], StoreHostSlots(store))
-    registry = ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": lambda _: fleet})
+    settings = Settings(providers=("local-docker",))
+    registry = ConfiguredProviders(settings, factories={"local-docker": lambda _: fleet})
+    ctx = Runtime(settings, store=store, providers=registry).context()
     request = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
     started = time.monotonic()
     with ThreadPoolExecutor(16) as pool:
-        outcomes = list(pool.map(lambda _: acquire(request, store, registry), range(acquires)))
+        outcomes = list(pool.map(lambda _: acquire(ctx, request), range(acquires)))
     seconds = time.monotonic() - started
     placed: dict[str, int] = {spec.name: 0 for spec in specs}
     for outcome in outcomes:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
@@ -13,25 +13,24 @@ from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
-metrics = Metrics()
 # The acquire path always calls a provider: its SDK is imported at init, not on the first request.
 runtime = Runtime.from_environment().warm("store", "providers", "limits", "idempotency")
 runtime.providers.warm()
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the LeaseRequest, acquire (provider calls end before API Gateway's 30 s), answer 201."""
     deadline = request_deadline(context)
+    ctx = runtime.context(deadline)
     body = LeaseRequest.parse(request.json_body())
     logger.append_keys(**{key: value for key in ("owner_id", "correlation_id") if (value := getattr(body, key))})
     lease_id = new_lease_id()
 
     def fresh() -> AcquireOutcome:
         logger.append_keys(lease_id=lease_id)  # only a lease made now has this id
-        return acquire(body, runtime.store, runtime.providers, runtime.limits, runtime.clock, lease_id, deadline)
+        return acquire(ctx, body, lease_id)
 
     key = request.header("Idempotency-Key")
     outcome = fresh() if key is None else runtime.idempotency(key, body, fresh, context, deadline)

@@ -10,7 +10,7 @@ The drivers (and the Docker SDK) load only when such a lease is first read.
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.reads import get_when_ready
@@ -19,28 +19,19 @@ from scheduler.observability.metrics import boot_failed, count, lease_ended, wor
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
-metrics = Metrics()
-runtime = Runtime.from_environment().warm("store", "read_check")
+runtime = Runtime.from_environment().warm("store", "providers", "read_check")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Answer 200 with the lease (once ready, or after wait_ready seconds) or 404."""
     lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
     query = ReadQuery.parse(request.queryStringParameters)
-    read = get_when_ready(
-        lease_id,
-        query.wait_ready,
-        runtime.store,
-        runtime.providers,
-        lambda: runtime.readiness,  # built when a starting lease is read
-        runtime.read_check,
-        runtime.clock,
-        request_deadline(context),
-    )
+    ctx = runtime.context(request_deadline(context))
+    # The readiness policy is built (and its code loaded) only when a starting lease is read.
+    read = get_when_ready(ctx, lease_id, query.wait_ready, lambda: runtime.readiness, runtime.read_check)
     if read.ended_now:
         lease_ended(runtime.metrics, read.lease)
         count(runtime.metrics, "GhostLease", provider=read.lease.provider, kind=read.lease.kind.value)

@@ -5,7 +5,7 @@ The driver (and the Docker SDK) loads only when the first logs are read.
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, text_response
 from scheduler.api.queries import LogsQuery
@@ -13,12 +13,10 @@ from scheduler.leases.logs import worker_logs
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Check the owner, read the last `tail` lines (since `since`), answer text/plain."""
@@ -26,15 +24,8 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
     query = LogsQuery.parse(request.queryStringParameters)
-    output = worker_logs(
-        lease_id,
-        owner,
-        query.log_query(),
-        runtime.store,
-        runtime.providers,
-        timestamps=query.timestamps,
-        deadline=request_deadline(context),
-    )
+    ctx = runtime.context(request_deadline(context))
+    output = worker_logs(ctx, lease_id, owner, query.log_query(), timestamps=query.timestamps)
     headers = {"X-Lease-Status": output.lease.status.value, "X-Log-Lines": str(output.logs.lines)}
     if output.logs.truncated:
         headers["X-Logs-Truncated"] = "true"

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.reads import list_live
@@ -10,15 +10,13 @@ from scheduler.models import ListFilter
 from scheduler.runtime import Runtime
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Filter by owner, kind or provider; page with limit and next_token."""
     query = ListFilter.parse(request.queryStringParameters)
-    page, next_token = list_live(query, runtime.store, runtime.clock)
+    page, next_token = list_live(runtime.context(), query)
     return json_response(200, {"leases": [lease.wire() for lease in page], "next_token": next_token})

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.release import release
@@ -10,19 +10,17 @@ from scheduler.observability.metrics import lease_ended
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store", "providers")  # drivers load on first release
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Check the owner, release, answer 204."""
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    lease = release(lease_id, owner, runtime.store, runtime.providers, runtime.clock, request_deadline(context))
+    lease = release(runtime.context(request_deadline(context)), lease_id, owner)
     lease_ended(runtime.metrics, lease)
     logger.info("lease released", extra={"provider": lease.provider, "correlation_id": lease.correlation_id})
     return json_response(204)

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response
 from scheduler.api.queries import OwnerReleaseQuery
@@ -12,12 +12,10 @@ from scheduler.observability.metrics import lease_ended
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store", "providers")  # drivers load on first release
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """X-Lease-Owner must name the owner; answer what was released, what was not, and where to continue."""
@@ -26,14 +24,7 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     logger.append_keys(owner_id=query.owner_id)
     if owner != query.owner_id:
         raise NotLeaseOwner("X-Lease-Owner must equal owner_id: only an owner may release all its leases")
-    outcome = release_all(
-        query.owner_id,
-        runtime.store,
-        runtime.providers,
-        runtime.clock,
-        request_deadline(context),
-        next_token=query.next_token,
-    )
+    outcome = release_all(runtime.context(request_deadline(context)), query.owner_id, next_token=query.next_token)
     for lease in outcome.released:
         lease_ended(runtime.metrics, lease)
     not_released = []

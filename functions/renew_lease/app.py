@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
@@ -12,12 +12,10 @@ from scheduler.observability.metrics import budget_refused
 from scheduler.runtime import Runtime
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Set expires_at = now + ttl_seconds (the lease's own ttl when the body has none)."""
@@ -26,7 +24,7 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
     try:
-        lease = renew(lease_id, owner, renewal.ttl_seconds, runtime.store, runtime.clock, runtime.limits.budgets)
+        lease = renew(runtime.context(), lease_id, owner, renewal.ttl_seconds)
     except BudgetExceeded as refused:
         budget_refused(runtime.metrics, refused)
         raise

@@ -4,36 +4,37 @@ The event source mapping's FilterCriteria passes only TTL deletions of live leas
 is repeated here so a misconfigured mapping can never turn a user deletion into a release.
 """
 
-from collections.abc import Mapping
-from typing import Any
+from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
 
 from scheduler.api.stream_batch import PartialBatchResponse, handle_batch
-from scheduler.deadline import Deadline
 from scheduler.leases.ttl_stream import is_ttl_deletion_of_live_lease, release_ttl_deleted
 from scheduler.observability.metrics import lease_ended
 from scheduler.runtime import Runtime, background_deadline
 
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
+
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store", "providers")
 
 
-def release_record(record: Mapping[str, Any], deadline: Deadline | None = None) -> None:
+def release_record(record: Mapping[str, Any], ctx: Context) -> None:
     """Release one TTL-deleted lease's worker; raising marks the record failed for a retry."""
     if not is_ttl_deletion_of_live_lease(record):
         return
-    old_image = record["dynamodb"]["OldImage"]
-    lease = release_ttl_deleted(old_image, runtime.store, runtime.providers, runtime.clock, deadline)
+    lease = release_ttl_deleted(ctx, record["dynamodb"]["OldImage"])
     if lease is not None:
         lease_ended(runtime.metrics, lease)
         logger.info("TTL-deleted lease released", extra={"lease_id": lease.lease_id, "provider": lease.provider})
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> PartialBatchResponse:
     """Process the batch, reporting failed records so only they are retried."""
-    deadline = background_deadline(context)
-    return handle_batch(event, lambda record: release_record(record, deadline), logger)
+    ctx = runtime.context(background_deadline(context))
+    return handle_batch(event, lambda record: release_record(record, ctx), logger)

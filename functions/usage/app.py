@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.usage import usage_report
@@ -10,14 +10,12 @@ from scheduler.request_models import UsageQuery
 from scheduler.runtime import Runtime
 
 logger = Logger()
-metrics = Metrics()
 runtime = Runtime.from_environment().warm("store")
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@metrics.log_metrics
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Totals of the leases that ended on the days `since`..`until`, grouped by owner, kind or provider."""
     query = UsageQuery.parse(request.queryStringParameters)
-    return json_response(200, usage_report(query, runtime.store, runtime.clock))
+    return json_response(200, usage_report(runtime.context(), query))

@@ -29,6 +29,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime
 from scheduler.store import LeaseStore
 from tests.support.tables import create_all_tables
+from tests.unit.builders import context
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "events"
@@ -99,7 +100,7 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
     with pytest.MonkeyPatch.context() as outage, pytest.raises(NoCapacity) as raised:
         outage.setattr(docker.APIClient, "start", dead)
         outage.setattr(docker.APIClient, "remove_container", dead)
-        lease_or_raise(acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry))
+        lease_or_raise(acquire(context(store, registry), LeaseRequest(kind=WorkerKind.RENDERER)))
     lease_id = str(raised.value.details["lease_id"])  # type: ignore[index]
     assert "connection refused" in raised.value.details["providers"]["local-docker"]  # type: ignore[index]
     assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"})
@@ -107,7 +108,7 @@ def test_docker_host_dying_between_create_and_start_leaks_nothing(
 
     # The host is back: past the pending deadline the reconciler removes the half-made container and
     # ends the lease, saying why.
-    reconcile.reconcile(store, registry, orphan_grace_seconds=600, pending_deadline_seconds=0)
+    reconcile.reconcile(context(store, registry, orphan_grace_seconds=600, pending_deadline_seconds=0))
 
     assert docker_client.containers.list(all=True, filters={"label": f"openalice.scheduler/lease-id={lease_id}"}) == []
     ended = store.get(lease_id)

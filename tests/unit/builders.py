@@ -1,4 +1,5 @@
-"""Builders: leases arranged in a given state through the store's own methods, in-memory providers, acquire."""
+"""Builders: leases arranged in a given state through the store's own methods, in-memory providers, the use
+cases' context, acquire."""
 
 from __future__ import annotations
 
@@ -6,16 +7,19 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler.clock import Clock, utc_now
 from scheduler.config import Settings
+from scheduler.deadline import Deadline, or_never
 from scheduler.leases.acquire import acquire as acquire_lease
+from scheduler.leases.context import Context
 from scheduler.leases.outcomes import lease_or_raise
 from scheduler.lifecycle import LeaseStatus
+from scheduler.limits import LeaseLimits
 from scheduler.models import GpuClass, Lease, WorkerKind
 from scheduler.providers.base import Provider, ProvisionedWorker
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest
-from scheduler.store import LeaseStore
 from scheduler.store.port import LeaseStorePort
 
 NOW = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
@@ -109,8 +113,22 @@ def registry_of(*providers: Provider) -> ConfiguredProviders:
     )
 
 
-def acquire(
-    request: LeaseRequest, store: LeaseStore, providers: ConfiguredProviders, *args: Any, **kwargs: Any
-) -> Lease:
+def context(
+    store: LeaseStorePort,
+    providers: ConfiguredProviders | None = None,
+    *,
+    limits: LeaseLimits | None = None,
+    clock: Clock = utc_now,
+    deadline: Deadline | None = None,
+    **settings: Any,
+) -> Context:
+    """What a use case works with: `store`, `providers` (default: one in-memory local-docker), settings naming
+    those providers (plus `settings`), `limits` (default: none), `clock`, `deadline` (default: no limit)."""
+    chosen = providers if providers is not None else registry_of(memory_provider())
+    configured = Settings(providers=chosen.names, **settings)
+    return Context(store, chosen, configured, limits or LeaseLimits(), clock, or_never(deadline))
+
+
+def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) -> Lease:
     """acquire's lease, or its refusal raised: for tests about what happens after (or that it refuses)."""
-    return lease_or_raise(acquire_lease(request, store, providers, *args, **kwargs))
+    return lease_or_raise(acquire_lease(ctx, request, lease_id))

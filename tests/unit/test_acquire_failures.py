@@ -12,7 +12,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
-from .builders import acquire, memory_provider, registry_of
+from .builders import acquire, context, memory_provider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
 
@@ -33,7 +33,7 @@ def test_a_price_dynamodb_cannot_store_fails_the_acquire_and_removes_the_worker_
 ) -> None:
     provider = priced(price)
     with pytest.raises(ProviderFailed, match="cannot record"):
-        acquire(REQUEST, store, registry_of(provider))
+        acquire(context(store, registry_of(provider)), REQUEST)
     assert provider.workers == {}
     assert only_lease(store, provider).status == LeaseStatus.FAILED
 
@@ -46,7 +46,7 @@ def test_any_error_of_the_activating_write_removes_the_worker_at_once(store: Lea
 
     store.activate = broken_activate  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
-        acquire(REQUEST, store, registry_of(provider))
+        acquire(context(store, registry_of(provider)), REQUEST)
     assert provider.workers == {}
     assert only_lease(store, provider).status == LeaseStatus.FAILED
 
@@ -55,5 +55,8 @@ def test_any_error_of_the_activating_write_removes_the_worker_at_once(store: Lea
 def test_a_failed_activating_write_gives_the_slot_back(limited_store: LeaseStore) -> None:
     provider = priced(float("nan"))
     with pytest.raises(ProviderFailed):
-        acquire(REQUEST, limited_store, registry_of(provider), LeaseLimits(provider_caps={"local-docker": 1}))
+        acquire(
+            context(limited_store, registry_of(provider), limits=LeaseLimits(provider_caps={"local-docker": 1})),
+            REQUEST,
+        )
     assert (provider.workers, limited_store.counter_values()) == ({}, {"provider#local-docker": 0})

@@ -28,7 +28,7 @@ from scheduler.store.counters import Limit
 from scheduler.store.items import epoch
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 
-from .builders import NOW, new_lease, registry_of
+from .builders import NOW, context, new_lease, registry_of
 
 pytestmark = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
 
@@ -69,7 +69,7 @@ def _concurrent_acquires(store: LeaseStore, fake: FakeRunPod, count: int, limits
         registry = registry_of(_driver(fake))
         request = LeaseRequest.parse({"kind": "renderer", "gpu": "entry", "ttl_seconds": 600, "owner_id": "gpu-team"})
         start.wait()
-        outcome = acquire(request, store, registry, limits)
+        outcome = acquire(context(store, registry, limits=limits), request)
         with lock:
             outcomes.append(outcome)
 
@@ -149,7 +149,7 @@ def test_once_a_pod_has_shown_its_price_no_pod_is_made_that_the_budget_cannot_ke
     budget_store: LeaseStore, runpod: FakeRunPod
 ) -> None:
     for lease in _granted(_concurrent_acquires(budget_store, runpod, 10, LIMITS)):
-        release(lease.lease_id, "gpu-team", budget_store, registry_of(_driver(runpod)))
+        release(context(budget_store, registry_of(_driver(runpod))), lease.lease_id, "gpu-team")
     deleted_before = len(runpod.deleted_pod_ids)
 
     outcomes = _concurrent_acquires(budget_store, runpod, 10, LIMITS)

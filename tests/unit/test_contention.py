@@ -42,6 +42,7 @@ from .builders import (
     RETENTION_SECONDS,
     Leases,
     acquire,
+    context,
     memory_provider,
     new_lease,
     registry_of,
@@ -184,7 +185,7 @@ def test_a_resent_transaction_with_the_same_token_is_a_no_op(limited_store: Leas
 def test_a_resent_release_transaction_gives_the_slot_back_once(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
     limits = LeaseLimits(provider_caps={"local-docker": 10})
-    lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER), limited_store, registry, limits)
+    lease = acquire(context(limited_store, registry, limits=limits), LeaseRequest(kind=WorkerKind.RENDERER))
     flaky, client = flaky_store(limited_store)
 
     def landed_then_resent(request: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     def one() -> None:
         start.wait()
         try:
-            lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER), store, registry, limits)
+            lease = acquire(context(store, registry, limits=limits), LeaseRequest(kind=WorkerKind.RENDERER))
             outcome = "granted"
             with lock:
                 granted.append(lease.lease_id)
@@ -257,7 +258,7 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     assert sorted(lease.lease_id for lease in store.live_leases()) == sorted(granted)
     assert sum(contended_dynamodb.front.injected.by_code.values()) > 0  # faults did happen
     for lease_id in granted:
-        release(lease_id, None, store, registry)
+        release(context(store, registry), lease_id, None)
     assert (provider.workers, store.counter_values()) == ({}, {"provider#local-docker": 0})
 
 
@@ -275,7 +276,7 @@ def test_one_leases_failure_does_not_stop_the_sweep(leases: Leases, store: Lease
         return claim_due(lease_id, now)
 
     store.claim_due = failing_for_one  # type: ignore[method-assign]
-    report = sweep(store, registry_of(provider), clock=lambda: LATER)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER))
 
     assert sorted(lease.lease_id for lease in report.ended) == sorted(others)
     assert report.failed_releases == [broken]
@@ -292,11 +293,13 @@ def test_one_leases_failure_does_not_stop_the_reconciler(leases: Leases, store: 
 
     store.claim_failed = failing_for_one  # type: ignore[method-assign]
     report = reconcile.reconcile(
-        store,
-        registry_of(memory_provider()),
-        orphan_grace_seconds=600,
-        pending_deadline_seconds=60,
-        clock=lambda: LATER,
+        context(
+            store,
+            registry_of(memory_provider()),
+            clock=lambda: LATER,
+            orphan_grace_seconds=600,
+            pending_deadline_seconds=60,
+        )
     )
 
     assert report.stuck_pending_failed == [other]

@@ -26,7 +26,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 from scheduler.store import LeaseStore
 
-from .builders import NOW, memory_provider, new_lease, registry_of
+from .builders import NOW, context, memory_provider, new_lease, registry_of
 from .stored import drift_counter
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
@@ -54,7 +54,9 @@ class Clock:
 def acquire(
     store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, clock: Clock | None = None, **fields: object
 ) -> Lease:
-    return lease_or_raise(acquire_lease(request(**fields), store, registry, limits, clock=clock or Clock()))
+    return lease_or_raise(
+        acquire_lease(context(store, registry, limits=limits, clock=clock or Clock()), request(**fields))
+    )
 
 
 def priced(name: str, cost: float) -> MemoryProvider:
@@ -76,7 +78,9 @@ def test_a_ceiling_skips_the_provider_above_it_for_the_next(store: LeaseStore) -
 def test_nothing_within_the_ceiling_is_no_capacity_naming_the_ceiling_and_the_cheapest_price(store: LeaseStore) -> None:
     dear, dearer = priced("dear", 2.0), priced("dearer", 3.0)
 
-    outcome = acquire_lease(request(max_cost_per_hour=1.5), store, registry_of(dear, dearer), LeaseLimits())
+    outcome = acquire_lease(
+        context(store, registry_of(dear, dearer), limits=LeaseLimits()), request(max_cost_per_hour=1.5)
+    )
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, NoCapacity)
     assert outcome.error.details is not None
@@ -86,7 +90,7 @@ def test_nothing_within_the_ceiling_is_no_capacity_naming_the_ceiling_and_the_ch
 
 def test_the_ceiling_and_the_cheapest_price_print_in_plain_decimal(store: LeaseStore) -> None:
     outcome = acquire_lease(
-        request(max_cost_per_hour=0.000001), store, registry_of(priced("dear", 0.000002)), LeaseLimits()
+        context(store, registry_of(priced("dear", 0.000002)), limits=LeaseLimits()), request(max_cost_per_hour=0.000001)
     )
 
     assert isinstance(outcome, NotAcquired)
@@ -129,7 +133,9 @@ class Regional(MemoryProvider):
 
 
 def test_an_unknown_region_is_refused_naming_the_known_ones(store: LeaseStore) -> None:
-    outcome = acquire_lease(request(region="mars"), store, registry_of(Regional(name="runpod")), LeaseLimits())
+    outcome = acquire_lease(
+        context(store, registry_of(Regional(name="runpod")), limits=LeaseLimits()), request(region="mars")
+    )
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, InvalidRequest)
     assert "eu, us" in outcome.error.message
@@ -153,7 +159,7 @@ def test_thirty_concurrent_acquires_against_the_hourly_budget_grant_exactly_what
 
     def one() -> None:
         start.wait()
-        outcome = acquire_lease(request(), budget_store, registry, limits, clock=Clock())
+        outcome = acquire_lease(context(budget_store, registry, limits=limits, clock=Clock()), request())
         with lock:
             outcomes.append(outcome)
 
@@ -174,7 +180,7 @@ def test_over_the_hourly_budget_is_429_with_limit_in_use_and_requested(budget_st
     registry = registry_of(priced("local-docker", 1.5))
     acquire(budget_store, registry, budgets(per_hour=2.0))
 
-    outcome = acquire_lease(request(), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
+    outcome = acquire_lease(context(budget_store, registry, limits=budgets(per_hour=2.0), clock=Clock()), request())
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert outcome.error.details == {
@@ -189,7 +195,7 @@ def test_over_the_hourly_budget_is_429_with_limit_in_use_and_requested(budget_st
 def test_an_owners_first_lease_dearer_than_the_hourly_budget_is_refused(budget_store: LeaseStore) -> None:
     provider = priced("local-docker", 36.0)
 
-    outcome = acquire_lease(request(), budget_store, registry_of(provider), budgets(per_hour=1.0), clock=Clock())
+    outcome = acquire_lease(context(budget_store, registry_of(provider), limits=budgets(per_hour=1.0)), request())
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert outcome.error.details["in_use"] == 0.0 and outcome.error.details["requested"] == 36.0
@@ -200,8 +206,9 @@ def test_an_owners_first_lease_dearer_than_the_hourly_budget_is_refused(budget_s
 def test_an_owners_first_lease_whose_reservation_passes_the_daily_budget_is_refused(budget_store: LeaseStore) -> None:
     provider = priced("local-docker", 36.0)
 
+    limits = budgets(per_day=0.05)
     outcome = acquire_lease(
-        request(ttl_seconds=600), budget_store, registry_of(provider), budgets(per_day=0.05), clock=Clock()
+        context(budget_store, registry_of(provider), limits=limits, clock=Clock()), request(ttl_seconds=600)
     )
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
@@ -213,7 +220,7 @@ def test_an_owners_first_lease_whose_reservation_passes_the_daily_budget_is_refu
 def test_release_gives_the_hourly_cost_back(budget_store: LeaseStore) -> None:
     registry = registry_of(priced("local-docker", 1.5))
     first = acquire(budget_store, registry, budgets(per_hour=2.0))
-    release(first.lease_id, "anim", budget_store, registry, Clock())
+    release(context(budget_store, registry, clock=Clock()), first.lease_id, "anim")
 
     acquire(budget_store, registry, budgets(per_hour=2.0))
 
@@ -231,7 +238,9 @@ def test_a_worker_dearer_than_reserved_is_reweighed_or_refused_at_activation(bud
     acquire(budget_store, registry, budgets(per_hour=2.0))
 
     # Another kind: no worker of it was seen yet, so nothing is reserved before it exists.
-    outcome = acquire_lease(request(kind="anim"), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
+    outcome = acquire_lease(
+        context(budget_store, registry, limits=budgets(per_hour=2.0), clock=Clock()), request(kind="anim")
+    )
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert len(provider.workers) == 1  # the second worker was removed at once
@@ -250,7 +259,7 @@ def test_a_worker_seen_dearer_than_its_estimate_is_reserved_at_that_price_before
     registry = registry_of(provider)
     acquire(budget_store, registry, budgets(per_hour=2.0))
 
-    outcome = acquire_lease(request(), budget_store, registry, budgets(per_hour=2.0), clock=Clock())
+    outcome = acquire_lease(context(budget_store, registry, limits=budgets(per_hour=2.0), clock=Clock()), request())
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert outcome.error.details is not None and outcome.error.details["requested"] == 1.5
@@ -262,8 +271,8 @@ def test_the_reconciler_repairs_a_drifted_hourly_cost_counter(budget_store: Leas
     registry = registry_of(priced("local-docker", 0.5))
     acquire(budget_store, registry, budgets(per_hour=5.0))
     drift_counter(budget_store, "cost#anim", 500_000 + 900_000)  # drift: a lost give-back, as after a bug
-    repair_counters(budget_store, NOW)
-    repaired = repair_counters(budget_store, NOW + timedelta(seconds=60))
+    repair_counters(context(budget_store, clock=lambda: NOW))
+    repaired = repair_counters(context(budget_store, clock=lambda: NOW + timedelta(seconds=60)))
 
     assert repaired == {"cost#anim": (1_400_000, 500_000)}
 
@@ -276,7 +285,9 @@ def test_the_daily_budget_reserves_rate_times_ttl_at_acquire(budget_store: Lease
     registry = registry_of(priced("local-docker", 1.0))
     acquire(budget_store, registry, budgets(per_day=3.0), ttl_seconds=7200)  # reserves 2.00
 
-    outcome = acquire_lease(request(ttl_seconds=7200), budget_store, registry, budgets(per_day=3.0), clock=Clock())
+    outcome = acquire_lease(
+        context(budget_store, registry, limits=budgets(per_day=3.0), clock=Clock()), request(ttl_seconds=7200)
+    )
 
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, BudgetExceeded)
     assert outcome.error.details == {
@@ -295,10 +306,14 @@ def test_renew_reserves_the_extension_and_is_refused_past_the_daily_budget(budge
     lease = acquire(budget_store, registry, limits, clock, ttl_seconds=3600)  # reserves 1.00
     clock.advance(1800)
 
-    renewed = renew(lease.lease_id, "anim", 3600, budget_store, clock, limits.budgets)  # +0.50 (30 min more)
+    renewed = renew(
+        context(budget_store, limits=limits, clock=clock), lease.lease_id, "anim", 3600
+    )  # +0.50 (30 min more)
     clock.advance(1800)
     with pytest.raises(BudgetExceeded) as refused:
-        renew(lease.lease_id, "anim", 7200, budget_store, clock, limits.budgets)  # +1.50 (90 min more): 3.00 > 2.00
+        renew(
+            context(budget_store, limits=limits, clock=clock), lease.lease_id, "anim", 7200
+        )  # +1.50 (90 min more): 3.00 > 2.00
 
     assert renewed.expires_at == NOW + timedelta(seconds=5400)
     assert budget_store.counter_values()["spend#2026-11-30#anim"] == 1_500_000
@@ -317,7 +332,7 @@ def test_an_early_release_gives_back_the_unused_part_of_the_day(budget_store: Le
     lease = acquire(budget_store, registry, budgets(per_day=2.0), clock, ttl_seconds=3600)  # reserves 1.00
     clock.advance(900)
 
-    ended = release(lease.lease_id, "anim", budget_store, registry, clock)
+    ended = release(context(budget_store, registry, clock=clock), lease.lease_id, "anim")
 
     assert budget_store.counter_values()["spend#2026-11-30#anim"] == 250_000  # the 15 minutes it ran
     assert ended.cost_usd == 0.25
@@ -332,7 +347,7 @@ def test_an_ended_lease_cost_its_rate_times_its_duration(store: LeaseStore) -> N
     lease = acquire(store, registry, LeaseLimits(), clock)
     clock.advance(1200)
 
-    release(lease.lease_id, "anim", store, registry, clock)
+    release(context(store, registry, clock=clock), lease.lease_id, "anim")
 
     assert store.get(lease.lease_id).cost_usd == round(0.69 * 1200 / 3600, 6)
 
@@ -362,10 +377,10 @@ def test_usage_adds_up_ended_leases_per_owner_day_kind_and_provider(budget_store
             budget_store, chosen, LeaseLimits(), clock, owner_id=owner, kind=kind, gpu=gpu, ttl_seconds=7200
         )
         clock.advance(minutes * 60)
-        release(lease.lease_id, owner, budget_store, registry, clock)
+        release(context(budget_store, registry, clock=clock), lease.lease_id, owner)
 
     def report(**query: object) -> object:
-        return usage_report(UsageQuery.parse(query), budget_store, clock)
+        return usage_report(context(budget_store, clock=clock), UsageQuery.parse(query))
 
     assert report(since="2026-11-30", until="2026-12-01") == {
         "usage": [
@@ -386,7 +401,7 @@ def test_usage_adds_up_ended_leases_per_owner_day_kind_and_provider(budget_store
 
 
 def test_a_usage_range_that_ends_before_it_starts_holds_nothing(budget_store: LeaseStore) -> None:
-    report = usage_report(UsageQuery(since="2026-12-02", until="2026-12-01"), budget_store, Clock())
+    report = usage_report(context(budget_store, clock=Clock()), UsageQuery(since="2026-12-02", until="2026-12-01"))
     assert report == {"usage": [], "since": "2026-12-02", "until": "2026-12-01"}
 
 
@@ -410,7 +425,7 @@ def test_usage_totals_are_kept_400_days_after_their_day(budget_store: LeaseStore
     registry = registry_of(priced("local-docker", 1.0))
     lease = acquire(budget_store, registry, LeaseLimits(), clock)
     clock.advance(60)
-    release(lease.lease_id, "anim", budget_store, registry, clock)
+    release(context(budget_store, registry, clock=clock), lease.lease_id, "anim")
 
     (item,) = budget_store.client.scan(TableName=budget_store.usage_table)["Items"]
 

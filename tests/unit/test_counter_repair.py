@@ -22,7 +22,7 @@ from scheduler.models import WorkerKind
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
-from .builders import NOW, acquire, memory_provider, registry_of
+from .builders import NOW, acquire, context, memory_provider, registry_of
 from .stored import drift_counter
 
 pytestmark = pytest.mark.moto_only("caps use TransactWriteItems, which dynalite lacks")
@@ -33,7 +33,10 @@ SETTLED = NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS)
 
 
 def acquire_one(store: LeaseStore) -> Any:
-    return acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), store, registry_of(memory_provider()), CAP)
+    return acquire(
+        context(store, registry_of(memory_provider()), limits=CAP),
+        LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600),
+    )
 
 
 def counter(store: LeaseStore) -> int:
@@ -55,8 +58,8 @@ def test_a_drift_is_repaired_once_a_second_pass_confirms_it(limited_store: Lease
     acquire_one(limited_store)
     drift(limited_store, 7)
 
-    first = repair_counters(limited_store, NOW)
-    second = repair_counters(limited_store, SETTLED)
+    first = repair_counters(context(limited_store, clock=lambda: NOW))
+    second = repair_counters(context(limited_store, clock=lambda: SETTLED))
 
     assert (first, second, counter(limited_store)) == ({}, {COUNTER: (7, 1)}, 1)
 
@@ -64,9 +67,9 @@ def test_a_drift_is_repaired_once_a_second_pass_confirms_it(limited_store: Lease
 def test_a_second_pass_before_the_index_can_have_settled_does_not_repair(limited_store: LeaseStore) -> None:
     acquire_one(limited_store)
     drift(limited_store, 7)
-    repair_counters(limited_store, NOW)
+    repair_counters(context(limited_store, clock=lambda: NOW))
 
-    assert repair_counters(limited_store, NOW + timedelta(seconds=1)) == {}
+    assert repair_counters(context(limited_store, clock=lambda: NOW + timedelta(seconds=1))) == {}
     assert counter(limited_store) == 7
 
 
@@ -75,19 +78,23 @@ def test_a_lease_the_index_has_not_caught_up_with_keeps_its_slot(limited_store: 
     before = real_view()
     acquire_one(limited_store)  # written a moment ago: not in the (lagging) index yet
 
-    repair_counters(with_index_view(limited_store, lambda: before), NOW)
-    repair_counters(with_index_view(limited_store, real_view), SETTLED)  # the index has caught up
+    repair_counters(context(with_index_view(limited_store, lambda: before), clock=lambda: NOW))
+    repair_counters(
+        context(with_index_view(limited_store, real_view), clock=lambda: SETTLED)
+    )  # the index has caught up
 
     assert counter(limited_store) == 1
 
 
 def test_a_release_the_index_still_shows_does_not_cost_a_slot(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
-    lease = acquire(LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600), limited_store, registry, CAP)
+    lease = acquire(
+        context(limited_store, registry, limits=CAP), LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
+    )
     stale = limited_store.live_holds()  # still shows the lease after its release
-    release(lease.lease_id, None, limited_store, registry)
+    release(context(limited_store, registry), lease.lease_id, None)
 
-    repair_counters(with_index_view(limited_store, lambda: stale), NOW)
+    repair_counters(context(with_index_view(limited_store, lambda: stale), clock=lambda: NOW))
 
     assert counter(limited_store) == 0
 
@@ -95,11 +102,13 @@ def test_a_release_the_index_still_shows_does_not_cost_a_slot(limited_store: Lea
 def test_an_acquire_between_two_passes_postpones_the_repair(limited_store: LeaseStore) -> None:
     acquire_one(limited_store)
     drift(limited_store, 7)
-    repair_counters(limited_store, NOW)
+    repair_counters(context(limited_store, clock=lambda: NOW))
     acquire_one(limited_store)  # 8 stored, 2 held: the counter moved, so the first pass's suspicion is void
 
-    assert repair_counters(limited_store, SETTLED) == {}
-    assert repair_counters(limited_store, SETTLED + timedelta(seconds=COUNTER_SETTLE_SECONDS)) == {COUNTER: (8, 2)}
+    assert repair_counters(context(limited_store, clock=lambda: SETTLED)) == {}
+    assert repair_counters(
+        context(limited_store, clock=lambda: SETTLED + timedelta(seconds=COUNTER_SETTLE_SECONDS))
+    ) == {COUNTER: (8, 2)}
 
 
 @pytest.mark.dynamodb_only("inspects the Scan request")
@@ -126,12 +135,14 @@ def test_the_reconciler_repairs_over_two_of_its_passes(limited_store: LeaseStore
 
     def run(at: datetime) -> dict[str, tuple[int, int]]:
         return reconcile.reconcile(
-            limited_store,
-            registry,
-            orphan_grace_seconds=600,
-            pending_deadline_seconds=120,
-            limits=CAP,
-            clock=lambda: at,
+            context(
+                limited_store,
+                registry,
+                limits=CAP,
+                clock=lambda: at,
+                orphan_grace_seconds=600,
+                pending_deadline_seconds=120,
+            )
         ).counters_repaired
 
     assert (run(NOW), run(SETTLED)) == ({}, {COUNTER: (7, 1)})

@@ -26,7 +26,7 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.request_models import LeaseRequest, UsageQuery
 from scheduler.store import LeaseStore
 
-from .builders import NOW, memory_provider, registry_of
+from .builders import NOW, context, memory_provider, registry_of
 
 pytestmark = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
 
@@ -57,11 +57,11 @@ def one_second_lease(
     store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, clock: Clock
 ) -> AcquireOutcome:
     request = LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 1, "owner_id": "anim"})
-    return acquire(request, store, registry, limits, clock=clock)
+    return acquire(context(store, registry, limits=limits, clock=clock), request)
 
 
 def billed_today(store: LeaseStore) -> float:
-    report = usage_report(UsageQuery.parse({"owner_id": "anim"}), store, clock=lambda: NOW)
+    report = usage_report(context(store, clock=lambda: NOW), UsageQuery.parse({"owner_id": "anim"}))
     return sum(float(row["cost_usd"]) for row in report["usage"])  # type: ignore[arg-type]
 
 
@@ -85,7 +85,7 @@ def test_five_one_second_leases_get_only_what_fits_and_never_bill_past_the_daily
         outcomes = [one_second_lease(budget_store, registry, limits, clock) for _ in range(5)]
         granted.append(sum(isinstance(outcome, Acquired) for outcome in outcomes))
         clock.advance(2)
-        sweep(budget_store, registry, clock)
+        sweep(context(budget_store, registry, clock=clock))
 
     assert granted == [1, 1, 0]  # each reserves 3 s (0.03 USD) and bills 2 s (0.02 USD)
     assert billed_today(budget_store) == 0.04 <= 0.05
@@ -100,7 +100,7 @@ def test_a_lease_that_billed_past_its_reservation_adds_the_excess_and_the_owner_
     assert isinstance(one_second_lease(budget_store, registry, limits, clock), Acquired)  # reserves 0.03
 
     clock.advance(100)  # the release could not be confirmed for 100 s
-    sweep(budget_store, registry, clock)
+    sweep(context(budget_store, registry, clock=clock))
     refused = one_second_lease(budget_store, registry, limits, clock)
 
     assert billed_today(budget_store) == 1.0
@@ -113,11 +113,13 @@ def test_renew_reserves_the_time_added_and_the_lag_stays_reserved_once(budget_st
     limits = limits_from({"MAX_SPEND_PER_OWNER_PER_DAY": "5", "LOCAL_DOCKER_COST_PER_HOUR": "36"})
     registry, clock = at_36_usd_an_hour(), Clock()
     request = LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 60, "owner_id": "anim"})
-    outcome = acquire(request, budget_store, registry, limits, clock=clock)  # 60 s + 90 s of lag: 1.50
+    outcome = acquire(context(budget_store, registry, limits=limits, clock=clock), request)  # 60 s + 90 s of lag: 1.50
     assert isinstance(outcome, Acquired)
     clock.advance(30)
 
-    renew(outcome.lease.lease_id, "anim", 60, budget_store, clock, limits.budgets)  # expires 30 s later: +0.30
+    renew(
+        context(budget_store, limits=limits, clock=clock), outcome.lease.lease_id, "anim", 60
+    )  # expires 30 s later: +0.30
 
     counters = budget_store.counter_values()
     assert (counters[DAY], counters[f"firm#{DAY}"]) == (1_800_000, 1_800_000)
@@ -128,14 +130,14 @@ def test_a_renewal_past_the_workers_own_end_is_refused_and_reserves_nothing(budg
     registry = registry_of(memory_provider(cost_per_hour=36.0, ends_after_expiry_seconds=30))
     clock = Clock()
     request = LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 60, "owner_id": "anim"})
-    outcome = acquire(request, budget_store, registry, limits, clock=clock)  # its worker ends 90 s from now
+    outcome = acquire(context(budget_store, registry, limits=limits, clock=clock), request)  # ends in 90 s
     assert isinstance(outcome, Acquired)
     clock.advance(30)
     before = budget_store.counter_values()
 
     with pytest.raises(LeaseConflict, match="past 2026-11-30T04:01:30Z"):
-        renew(outcome.lease.lease_id, "anim", 61, budget_store, clock, limits.budgets)
+        renew(context(budget_store, registry, limits=limits, clock=clock), outcome.lease.lease_id, "anim", 61)
 
     assert budget_store.counter_values() == before
-    renewed = renew(outcome.lease.lease_id, "anim", None, budget_store, clock, limits.budgets)
+    renewed = renew(context(budget_store, registry, limits=limits, clock=clock), outcome.lease.lease_id, "anim", None)
     assert renewed.expires_at == NOW + timedelta(seconds=90)

@@ -15,10 +15,11 @@ from scheduler.config import Settings
 from scheduler.errors import ConfigurationError, NoCapacity
 from scheduler.leases.acquire import acquire as acquire_lease
 from scheduler.leases.outcomes import lease_or_raise
-from scheduler.leases.reconcile import reconcile
+from scheduler.leases.reconcile import COUNTER_SETTLE_SECONDS, reconcile
 from scheduler.leases.release import release
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import GpuClass, Lease, WorkerKind
+from scheduler.providers.base import PlaceCounter
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.local_docker import LocalDockerSettings
 from scheduler.providers.local_docker.fleet import DockerFleet, split_token
@@ -28,7 +29,8 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.store.host_slots import StoreHostSlots
 
-from .builders import NOW, memory_provider
+from .builders import NOW, context, memory_provider
+from .stored import drift_counter
 
 NEEDS_TRANSACTIONS = pytest.mark.moto_only("host slots use TransactWriteItems, which dynalite lacks")
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
@@ -51,7 +53,7 @@ def registry(fleet: DockerFleet) -> ConfiguredProviders:
 
 
 def acquire(store: LeaseStore, fleet: DockerFleet, **request: Any) -> Lease:
-    return lease_or_raise(acquire_lease(REQUEST._replace(**request), store, registry(fleet)))
+    return lease_or_raise(acquire_lease(context(store, registry(fleet)), REQUEST._replace(**request)))
 
 
 def host_of(lease: Lease) -> str | None:
@@ -86,7 +88,7 @@ def test_release_goes_to_the_leases_host_and_gives_its_slot_back(limited_store: 
     first = acquire(limited_store, fleet)
     host = str(host_of(first))
 
-    release(first.lease_id, first.owner_id, limited_store, registry(fleet))
+    release(context(limited_store, registry(fleet)), first.lease_id, first.owner_id)
 
     assert members[host].release_calls == [first.lease_id]
     assert members["b" if host == "a" else "a"].release_calls == []
@@ -131,7 +133,7 @@ def test_a_host_that_cannot_be_listed_has_none_of_its_leases_judged_ghosts(limit
     later = NOW.now(NOW.tzinfo) + timedelta(hours=1)
 
     report = reconcile(
-        limited_store, registry(fleet), orphan_grace_seconds=0, pending_deadline_seconds=1, clock=lambda: later
+        context(limited_store, registry(fleet), clock=lambda: later, orphan_grace_seconds=0, pending_deadline_seconds=1)
     )
 
     assert report.ghosts_failed == []
@@ -147,10 +149,56 @@ def test_a_vanished_worker_on_a_listed_host_is_still_a_ghost(limited_store: Leas
     later = NOW.now(NOW.tzinfo) + timedelta(hours=1)
 
     report = reconcile(
-        limited_store, registry(fleet), orphan_grace_seconds=0, pending_deadline_seconds=1, clock=lambda: later
+        context(limited_store, registry(fleet), clock=lambda: later, orphan_grace_seconds=0, pending_deadline_seconds=1)
     )
 
     assert report.ghosts_failed == [lease.lease_id]
+
+
+def test_a_fleet_declares_each_hosts_counter_with_its_cap(limited_store: LeaseStore) -> None:
+    fleet, _ = fleet_of(limited_store, ("a", 2), ("b", None))
+
+    assert fleet.place_counters() == (
+        PlaceCounter("a", "host#local-docker#a", 2),
+        PlaceCounter("b", "host#local-docker#b", None),
+    )
+    assert registry(fleet).place_counters() == list(fleet.place_counters())
+
+
+def test_a_single_docker_host_keeps_no_counter_of_its_own() -> None:
+    assert memory_provider().place_counters() == ()
+
+
+def reconcile_twice(store: LeaseStore, fleet: DockerFleet) -> dict[str, tuple[int, int]]:
+    """What the second of two reconciler runs a settling period apart repaired (no cap, quota or budget set)."""
+    first = NOW.now(NOW.tzinfo) + timedelta(hours=1)
+    second = first + timedelta(seconds=COUNTER_SETTLE_SECONDS)
+    for at in (first, second):
+        report = reconcile(context(store, registry(fleet), clock=lambda at=at: at, orphan_grace_seconds=600))
+    return report.counters_repaired
+
+
+def drift(store: LeaseStore, counter: str, value: int) -> None:
+    drift_counter(store, counter, value)
+
+
+@NEEDS_TRANSACTIONS
+def test_the_reconciler_repairs_a_drifted_host_counter_when_a_host_has_a_cap(limited_store: LeaseStore) -> None:
+    fleet, _ = fleet_of(limited_store, ("a", 5))
+    acquire(limited_store, fleet)
+    drift(limited_store, "host#local-docker#a", 4)
+
+    assert reconcile_twice(limited_store, fleet) == {"host#local-docker#a": (4, 1)}
+    assert limited_store.counter_values()["host#local-docker#a"] == 1
+
+
+@NEEDS_TRANSACTIONS
+def test_the_reconciler_leaves_the_counters_alone_when_no_host_has_a_cap(limited_store: LeaseStore) -> None:
+    fleet, _ = fleet_of(limited_store, ("a", None))
+    acquire(limited_store, fleet)
+    drift(limited_store, "host#local-docker#a", 4)
+
+    assert reconcile_twice(limited_store, fleet) == {}
 
 
 # --- DOCKER_HOSTS --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 from scheduler.store.items import new_item
 
-from .builders import NOW, Leases, memory_provider, registry_of
+from .builders import NOW, Leases, context, memory_provider, registry_of
 from .stored import ttl_delete
 
 LATER = NOW + timedelta(hours=2)
@@ -36,7 +36,7 @@ def test_sweep_releases_an_expired_lease_and_records_it_expired(store: LeaseStor
     provider = memory_provider()
     lease_id = _active_with_worker(leases, provider, ttl_seconds=60)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER))
 
     assert [lease.lease_id for lease in report.ended] == [lease_id]
     assert provider.workers == {}
@@ -47,7 +47,7 @@ def test_sweep_leaves_a_lease_that_has_not_expired(store: LeaseStore, leases: Le
     provider = memory_provider()
     lease_id = _active_with_worker(leases, provider, ttl_seconds=86_400)
 
-    sweep(store, registry_of(provider), clock=lambda: LATER)
+    sweep(context(store, registry_of(provider), clock=lambda: LATER))
 
     assert provider.release_calls == []
     assert store.get(lease_id).status == LeaseStatus.ACTIVE
@@ -57,7 +57,7 @@ def test_sweep_reports_lag_between_expiry_and_release(store: LeaseStore, leases:
     provider = memory_provider()
     _active_with_worker(leases, provider, ttl_seconds=3600)
 
-    report = sweep(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=3630))
+    report = sweep(context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=3630)))
 
     assert report.lag_seconds == [30.0]
 
@@ -67,7 +67,7 @@ def test_two_concurrent_sweeps_release_each_worker_once(store: LeaseStore, lease
     ids = [_active_with_worker(leases, provider, ttl_seconds=60) for _ in range(10)]
     registry = registry_of(provider)
 
-    threads = [threading.Thread(target=sweep, args=(store, registry, lambda: LATER)) for _ in range(4)]
+    threads = [threading.Thread(target=sweep, args=(context(store, registry, clock=lambda: LATER),)) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -86,11 +86,11 @@ def test_sweep_racing_a_release_releases_once(store: LeaseStore, leases: Leases)
     def release_all() -> None:
         for lease_id in ids:
             with contextlib.suppress(LeaseNotFound):
-                release(lease_id, None, store, registry, clock=lambda: just_before_expiry)
+                release(context(store, registry, clock=lambda: just_before_expiry), lease_id, None)
 
     racer = threading.Thread(target=release_all)
     racer.start()
-    sweep(store, registry, clock=lambda: just_after_expiry)
+    sweep(context(store, registry, clock=lambda: just_after_expiry))
     racer.join()
 
     assert sorted(provider.release_calls) == sorted(ids)
@@ -102,11 +102,11 @@ def test_failed_release_is_retried_by_a_later_sweep(store: LeaseStore, leases: L
     lease_id = _active_with_worker(leases, provider, ttl_seconds=60)
     provider.fail_releases = 1
 
-    first = sweep(store, registry, clock=lambda: LATER)
+    first = sweep(context(store, registry, clock=lambda: LATER))
     assert first.failed_releases == [lease_id]
     assert store.get(lease_id).status == LeaseStatus.RELEASING
 
-    sweep(store, registry, clock=lambda: LATER + timedelta(minutes=10))
+    sweep(context(store, registry, clock=lambda: LATER + timedelta(minutes=10)))
 
     assert store.get(lease_id).status == LeaseStatus.EXPIRED
     assert provider.workers == {}
@@ -118,9 +118,9 @@ def test_failed_caller_release_is_finished_by_the_sweep_as_released(store: Lease
     lease_id = _active_with_worker(leases, provider, ttl_seconds=86_400, owner_id=None)
     provider.fail_releases = 1
     with pytest.raises(ProviderFailed, match="retried"):
-        release(lease_id, None, store, registry, clock=lambda: NOW)
+        release(context(store, registry, clock=lambda: NOW), lease_id, None)
 
-    sweep(store, registry, clock=lambda: NOW + timedelta(minutes=10))
+    sweep(context(store, registry, clock=lambda: NOW + timedelta(minutes=10)))
 
     assert store.get(lease_id).status == LeaseStatus.RELEASED
     assert provider.workers == {}
@@ -166,7 +166,7 @@ def test_ttl_deleted_live_lease_is_released_and_reads_back_expired(store: LeaseS
     lease_id = _active_with_worker(leases, provider, ttl_seconds=60)
     old_image = ttl_delete(store, lease_id)
 
-    ended = release_ttl_deleted(old_image, store, registry_of(provider), clock=lambda: LATER)
+    ended = release_ttl_deleted(context(store, registry_of(provider), clock=lambda: LATER), old_image)
 
     assert ended is not None and ended.status == LeaseStatus.EXPIRED
     assert provider.workers == {}
@@ -179,7 +179,9 @@ def test_reconcile_removes_an_orphan_past_grace_only(store: LeaseStore) -> None:
     provider.add_worker("no-such-lease-new", "w-new", LATER - timedelta(minutes=1))
 
     report = reconcile.reconcile(
-        store, registry_of(provider), orphan_grace_seconds=600, pending_deadline_seconds=120, clock=lambda: LATER
+        context(
+            store, registry_of(provider), clock=lambda: LATER, orphan_grace_seconds=600, pending_deadline_seconds=120
+        )
     )
 
     assert report.orphans_removed == ["w-old"]
@@ -191,7 +193,9 @@ def test_reconcile_fails_a_ghost_lease(store: LeaseStore, leases: Leases) -> Non
     lease = leases.active(ttl_seconds=86_400)  # its worker was never in the provider's list
 
     report = reconcile.reconcile(
-        store, registry_of(provider), orphan_grace_seconds=600, pending_deadline_seconds=120, clock=lambda: LATER
+        context(
+            store, registry_of(provider), clock=lambda: LATER, orphan_grace_seconds=600, pending_deadline_seconds=120
+        )
     )
 
     assert report.ghosts_failed == [lease.lease_id]
@@ -204,7 +208,9 @@ def test_reconcile_cleans_up_a_stuck_pending_lease_and_its_worker(store: LeaseSt
     provider.add_worker(lease.lease_id, "w-half-made", NOW)
 
     report = reconcile.reconcile(
-        store, registry_of(provider), orphan_grace_seconds=600, pending_deadline_seconds=120, clock=lambda: LATER
+        context(
+            store, registry_of(provider), clock=lambda: LATER, orphan_grace_seconds=600, pending_deadline_seconds=120
+        )
     )
 
     assert report.stuck_pending_failed == [lease.lease_id]
@@ -217,7 +223,7 @@ def test_reconcile_keeps_a_healthy_lease_and_its_worker(store: LeaseStore, lease
     lease_id = _active_with_worker(leases, provider, ttl_seconds=86_400)
 
     report = reconcile.reconcile(
-        store, registry_of(provider), orphan_grace_seconds=0, pending_deadline_seconds=120, clock=lambda: LATER
+        context(store, registry_of(provider), clock=lambda: LATER, orphan_grace_seconds=0, pending_deadline_seconds=120)
     )
 
     assert (report.orphans_removed, report.ghosts_failed) == ([], [])

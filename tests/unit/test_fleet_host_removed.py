@@ -48,7 +48,7 @@ from scheduler.store import LeaseStore
 from scheduler.worker_logs import LogLine, LogQuery
 from tests.support.metrics import RecordedMetrics
 
-from .builders import memory_provider
+from .builders import context, memory_provider
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600, owner_id="o")
 SPEC_A = DockerHostSpec("a", "tcp://127.0.0.1:2376")
@@ -63,7 +63,7 @@ def leases_on_b(store: LeaseStore, count: int = 1) -> tuple[list[Lease], MemoryP
     """`count` active leases whose workers run on host b (a is full while they are made)."""
     a, b = memory_provider(full=True), memory_provider()
     both = DockerFleet([(SPEC_A, a), (SPEC_B, b)])
-    made = [lease_or_raise(acquire_lease(REQUEST, store, registry(both))) for _ in range(count)]
+    made = [lease_or_raise(acquire_lease(context(store, registry(both)), REQUEST)) for _ in range(count)]
     assert {split_token(str(lease.provider_token))[0] for lease in made} == {"b"}
     a.full = False
     return made, a, b
@@ -82,7 +82,7 @@ def test_a_release_on_a_host_no_longer_configured_fails_and_the_lease_stays_rele
     (lease,), a, b = leases_on_b(store)
 
     with pytest.raises(ProviderFailed) as refused:
-        release(lease.lease_id, "o", store, registry(only_a(a)))
+        release(context(store, registry(only_a(a))), lease.lease_id, "o")
 
     assert "Docker host b is not configured" in refused.value.message
     assert store.get(lease.lease_id).status is LeaseStatus.RELEASING
@@ -94,12 +94,12 @@ def test_the_sweep_retries_a_lease_on_a_removed_host_and_releases_it_once_the_ho
     (lease,), a, b = leases_on_b(store)
     expired = later()
 
-    first = sweep(store, registry(only_a(a)), clock=lambda: expired)
+    first = sweep(context(store, registry(only_a(a)), clock=lambda: expired))
     assert first.failed_releases == [lease.lease_id] and first.ended == []
     assert store.get(lease.lease_id).status is LeaseStatus.RELEASING
 
     back = DockerFleet([(SPEC_A, a), (SPEC_B, b)])
-    second = sweep(store, registry(back), clock=lambda: later(2))  # past the first claim's due time
+    second = sweep(context(store, registry(back), clock=lambda: later(2)))  # past the first claim's due time
 
     assert [ended.lease_id for ended in second.ended] == [lease.lease_id]
     assert store.get(lease.lease_id).status is LeaseStatus.EXPIRED
@@ -110,7 +110,7 @@ def test_the_reconciler_judges_no_lease_on_a_host_no_longer_configured(store: Le
     (lease,), a, _ = leases_on_b(store)
     fleet = only_a(a)
 
-    report = reconcile(store, registry(fleet), orphan_grace_seconds=0, pending_deadline_seconds=1, clock=later)
+    report = reconcile(context(store, registry(fleet), clock=later, orphan_grace_seconds=0, pending_deadline_seconds=1))
 
     assert report.ghosts_failed == [] and report.ended == []
     assert store.get(lease.lease_id).status is LeaseStatus.ACTIVE
@@ -121,7 +121,7 @@ def test_a_read_of_a_lease_on_a_host_no_longer_configured_leaves_it_as_it_is(sto
     (lease,), a, _ = leases_on_b(store)
     fleet = only_a(a)
 
-    read = ReadCheck(store, registry(fleet), checked=frozenset({"local-docker"}))(lease)
+    read = ReadCheck(checked=frozenset({"local-docker"}))(context(store, registry(fleet)), lease)
 
     assert read.lease.status is LeaseStatus.ACTIVE and not read.ended_now
     assert fleet.stopped_reason(lease.lease_id, str(lease.provider_token)) is None
@@ -142,7 +142,7 @@ def test_the_logs_of_a_lease_on_a_host_no_longer_configured_are_a_provider_error
     (lease,), a, _ = leases_on_b(store)
 
     with pytest.raises(ProviderFailed) as refused:
-        worker_logs(lease.lease_id, "o", LogQuery(), store, registry(only_a(a)))
+        worker_logs(context(store, registry(only_a(a))), lease.lease_id, "o", LogQuery())
 
     assert "Docker host b is not configured" in refused.value.message  # ProviderFailed: 502 provider_error
 
@@ -171,7 +171,7 @@ def test_a_release_waiting_on_an_unconfigured_host_is_counted_by_host() -> None:
 def test_a_lease_on_a_retired_host_is_released_saying_the_operator_retired_it(store: LeaseStore) -> None:
     (lease,), a, b = leases_on_b(store)
 
-    ended = release(lease.lease_id, "o", store, registry(only_a(a, retired=("b",))))
+    ended = release(context(store, registry(only_a(a, retired=("b",)))), lease.lease_id, "o")
 
     stored = store.get(lease.lease_id)
     assert ended.status is stored.status is LeaseStatus.RELEASED
@@ -182,7 +182,7 @@ def test_a_lease_on_a_retired_host_is_released_saying_the_operator_retired_it(st
 def test_a_read_of_an_active_lease_on_a_retired_host_ends_it_failed_with_that_reason(store: LeaseStore) -> None:
     (lease,), a, _ = leases_on_b(store)
 
-    read = ReadCheck(store, registry(only_a(a, retired=("b",))), checked=frozenset({"local-docker"}))(lease)
+    read = ReadCheck(checked=frozenset({"local-docker"}))(context(store, registry(only_a(a, retired=("b",)))), lease)
 
     assert read.ended_now and read.lease.status is LeaseStatus.FAILED
     reason = str(store.get(lease.lease_id).failure_reason)
@@ -193,7 +193,9 @@ def test_the_reconciler_ends_active_leases_on_a_retired_host_saying_so(store: Le
     (lease,), a, b = leases_on_b(store)
 
     report = reconcile(
-        store, registry(only_a(a, retired=("b",))), orphan_grace_seconds=0, pending_deadline_seconds=1, clock=later
+        context(
+            store, registry(only_a(a, retired=("b",))), clock=later, orphan_grace_seconds=0, pending_deadline_seconds=1
+        )
     )
 
     stored = store.get(lease.lease_id)

@@ -21,7 +21,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.store.host_slots import StoreHostSlots
 
-from .builders import NOW, memory_provider
+from .builders import NOW, context, memory_provider
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600, owner_id="o")
 
@@ -43,8 +43,8 @@ def test_a_fleet_hosts_slot_is_given_back_when_budgets_reweigh_the_lease(budget_
         factories={"local-docker": lambda _: fleet, "runpod": lambda _: runpod},
     )
     limits = LeaseLimits(budgets=OwnerBudgets(per_hour=100.0))
-    lease = lease_or_raise(acquire_lease(REQUEST, budget_store, providers, limits, clock=lambda: NOW))
-    release(lease.lease_id, "o", budget_store, providers, clock=lambda: NOW)
+    lease = lease_or_raise(acquire_lease(context(budget_store, providers, limits=limits, clock=lambda: NOW), REQUEST))
+    release(context(budget_store, providers, clock=lambda: NOW), lease.lease_id, "o")
     assert budget_store.counter_values().get("host#local-docker#a", 0) == 0
 
 
@@ -64,9 +64,9 @@ def test_one_fleet_host_down_does_not_stop_boot_failures_on_the_others(limited_s
     fleet, members = fleet_of(limited_store, ("a", 5), ("b", 5), boots=True)
     providers = ConfiguredProviders(Settings(providers=("local-docker",)), factories={"local-docker": lambda _: fleet})
     req = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
-    made = [lease_or_raise(acquire_lease(req, limited_store, providers, clock=lambda: NOW)) for _ in range(2)]
+    made = [lease_or_raise(acquire_lease(context(limited_store, providers, clock=lambda: NOW), req)) for _ in range(2)]
     hosts = {split_token(str(lease.provider_token))[0]: lease for lease in made}
     members["a"].fail_boot(split_token(str(hosts["a"].provider_token))[1])
     members["b"].unreachable = True
-    report = check_starting_leases(limited_store, providers, ReadinessPolicy(), clock=lambda: NOW)
+    report = check_starting_leases(context(limited_store, providers, clock=lambda: NOW), ReadinessPolicy())
     assert report.failed, "host a's boot failure should be ended although host b is down"

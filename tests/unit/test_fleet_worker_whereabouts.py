@@ -27,7 +27,7 @@ from scheduler.store import LeaseStore
 from scheduler.store.counters import Limit
 from scheduler.worker_logs import LogQuery
 
-from .builders import NOW, memory_provider, new_lease, registry_of
+from .builders import NOW, context, memory_provider, new_lease, registry_of
 
 SPEC_A = DockerHostSpec("a", "tcp://127.0.0.1:2376", max_leases=4)
 SPEC_B = DockerHostSpec("b", "tcp://127.0.0.1:2377", max_leases=4)
@@ -41,7 +41,7 @@ def hour_later() -> datetime:
 
 
 def reconcile_once(store: LeaseStore, fleet: DockerFleet) -> None:
-    reconcile(store, registry_of(fleet), orphan_grace_seconds=0, pending_deadline_seconds=60, clock=hour_later)
+    reconcile(context(store, registry_of(fleet), clock=hour_later, orphan_grace_seconds=0, pending_deadline_seconds=60))
 
 
 def pre_fleet_lease(store: LeaseStore, old_host: MemoryProvider) -> Lease:
@@ -91,7 +91,7 @@ def test_releasing_a_pre_fleet_lease_no_host_holds_waits_for_its_old_host(store:
     lease = pre_fleet_lease(store, old_host)
 
     with pytest.raises(ProviderFailed) as refused:
-        release(lease.lease_id, "o", store, registry_of(DockerFleet([(SPEC_A, a)])), clock=hour_later)
+        release(context(store, registry_of(DockerFleet([(SPEC_A, a)])), clock=hour_later), lease.lease_id, "o")
 
     assert "made on the single DOCKER_HOST before DOCKER_HOSTS" in refused.value.message
     assert store.get(lease.lease_id).status is LeaseStatus.RELEASING
@@ -128,7 +128,9 @@ def test_the_logs_of_a_pre_fleet_lease_no_host_holds_wait_for_its_old_host(store
     lease = pre_fleet_lease(store, memory_provider())
 
     with pytest.raises(ProviderFailed, match="made on the single DOCKER_HOST"):  # 502, not 410: it may run
-        worker_logs(lease.lease_id, "o", LogQuery(), store, registry_of(DockerFleet([(SPEC_A, memory_provider())])))
+        worker_logs(
+            context(store, registry_of(DockerFleet([(SPEC_A, memory_provider())]))), lease.lease_id, "o", LogQuery()
+        )
 
 
 # --- a lease that never recorded its token ------------------------------------------------------------------------

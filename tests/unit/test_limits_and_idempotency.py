@@ -29,7 +29,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from tests.support.tables import make_table
 
-from .builders import NOW, memory_provider, registry_of
+from .builders import NOW, context, memory_provider, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
 IDEMPOTENCY_RECORDS = pytest.mark.dynamodb_only("idempotency records are powertools' DynamoDB table")
@@ -48,7 +48,7 @@ def caps(**per_provider: int) -> LeaseLimits:
 
 
 def acquire(store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, **request: object) -> Lease:
-    return lease_or_raise(acquire_lease(REQUEST._replace(**request), store, registry, limits))
+    return lease_or_raise(acquire_lease(context(store, registry, limits=limits), REQUEST._replace(**request)))
 
 
 def counter(store: LeaseStore, name: str) -> int:
@@ -91,7 +91,7 @@ def test_an_owner_quota_of_zero_refuses_the_first_lease(limited_store: LeaseStor
 def test_release_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
     first = acquire(limited_store, registry, caps(local_docker=1))
-    release(first.lease_id, None, limited_store, registry)
+    release(context(limited_store, registry), first.lease_id, None)
 
     acquire(limited_store, registry, caps(local_docker=1))
 
@@ -103,7 +103,7 @@ def test_expiry_gives_the_slot_back(limited_store: LeaseStore) -> None:
     registry = registry_of(memory_provider())
     acquire(limited_store, registry, caps(local_docker=1), ttl_seconds=1)
 
-    sweep(limited_store, registry, clock=lambda: NOW.now(NOW.tzinfo) + timedelta(seconds=5))
+    sweep(context(limited_store, registry, clock=lambda: NOW.now(NOW.tzinfo) + timedelta(seconds=5)))
 
     assert counter(limited_store, "provider#local-docker") == 0
 
@@ -208,7 +208,7 @@ class Keyed:
         lease_id = new_lease_id()
 
         def fresh() -> AcquireOutcome:
-            return acquire_lease(request, self.store, self.registry, lease_id=lease_id)
+            return acquire_lease(context(self.store, self.registry), request, lease_id=lease_id)
 
         return self.idempotency(key, request, fresh)
 
@@ -299,7 +299,7 @@ def test_a_replay_after_a_release_is_a_conflict_saying_the_lease_ended(
     keyed = Keyed(store, registry, idempotency_table, dynamodb)
     first = keyed("key-released")
     assert isinstance(first, Acquired)
-    released = release(first.lease.lease_id, None, store, registry)
+    released = release(context(store, registry), first.lease.lease_id, None)
 
     with pytest.raises(LeaseConflict) as refused:
         keyed("key-released")

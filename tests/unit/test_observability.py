@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -137,6 +138,22 @@ def test_emf_documents_carry_the_namespace_and_both_dimension_sets(capsys: pytes
     assert declared["Namespace"] == "Testing"
     assert declared["Dimensions"] == [["kind", "provider"], []]
     assert (document["LeaseAcquired"], document["provider"], document["kind"]) == (1, "local-docker", "renderer")
+
+
+def test_a_metric_without_dimensions_is_published_once_without_any(capsys: pytest.CaptureFixture[str]) -> None:
+    EmfMetrics("Testing").emit("ReleaseRetryPending", MetricUnit.Count, 2)
+    document = json.loads(capsys.readouterr().out)
+    (declared,) = document["_aws"]["CloudWatchMetrics"]
+    assert declared["Dimensions"] == [[]]
+    assert document["ReleaseRetryPending"] == 2
+
+
+def test_no_function_emits_metrics_but_through_the_runtimes_channel() -> None:
+    handlers = sorted((REPO / "functions").glob("*/app.py"))
+    beside = [
+        path.parent.name for path in handlers if re.search(r"\bMetrics\(\)|log_metrics|add_metric", path.read_text())
+    ]
+    assert handlers and beside == [], "powertools Metrics beside scheduler.observability.metrics"
 
 
 @pytest.mark.parametrize(

@@ -25,14 +25,14 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from scheduler.worker_logs import LogQuery
 
-from .builders import NOW, acquire, memory_provider, new_lease, registry_of
+from .builders import NOW, acquire, context, memory_provider, new_lease, registry_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600, owner_id="o")
 
 
 def lease_on_runpod(store: LeaseStore) -> tuple[Lease, MemoryProvider]:
     runpod = memory_provider("runpod")
-    return acquire(REQUEST, store, registry_of(runpod), clock=lambda: NOW), runpod
+    return acquire(context(store, registry_of(runpod), clock=lambda: NOW), REQUEST), runpod
 
 
 def test_releasing_a_lease_on_a_provider_no_longer_configured_leaves_it_releasing(store: LeaseStore) -> None:
@@ -40,7 +40,7 @@ def test_releasing_a_lease_on_a_provider_no_longer_configured_leaves_it_releasin
     other = memory_provider("local-docker")
 
     with pytest.raises(ProviderFailed, match="PROVIDERS no longer names"):
-        release(lease.lease_id, "o", store, registry_of(other), clock=lambda: NOW)
+        release(context(store, registry_of(other), clock=lambda: NOW), lease.lease_id, "o")
 
     assert store.get(lease.lease_id).status == LeaseStatus.RELEASING
     assert set(runpod.workers) == {lease.provider_token}
@@ -51,7 +51,7 @@ def test_the_sweep_retries_it_and_names_the_provider_it_waits_on(store: LeaseSto
     lease, runpod = lease_on_runpod(store)
     later = lease.expires_at
 
-    report = sweep(store, registry_of(memory_provider("local-docker")), clock=lambda: later)
+    report = sweep(context(store, registry_of(memory_provider("local-docker")), clock=lambda: later))
 
     assert report.failed_releases == [lease.lease_id]
     assert report.unconfigured == ["runpod"]
@@ -62,10 +62,10 @@ def test_the_sweep_retries_it_and_names_the_provider_it_waits_on(store: LeaseSto
 def test_once_the_provider_is_configured_again_the_sweep_releases_it(store: LeaseStore) -> None:
     lease, runpod = lease_on_runpod(store)
     with pytest.raises(ProviderFailed):
-        release(lease.lease_id, "o", store, registry_of(memory_provider("local-docker")), clock=lambda: NOW)
+        release(context(store, registry_of(memory_provider("local-docker")), clock=lambda: NOW), lease.lease_id, "o")
     claim_due = store.get(lease.lease_id).expires_at
 
-    report = sweep(store, registry_of(memory_provider("local-docker"), runpod), clock=lambda: claim_due)
+    report = sweep(context(store, registry_of(memory_provider("local-docker"), runpod), clock=lambda: claim_due))
 
     assert [ended.lease_id for ended in report.ended] == [lease.lease_id]
     assert store.get(lease.lease_id).status == LeaseStatus.RELEASED
@@ -76,7 +76,7 @@ def test_logs_of_a_live_lease_on_a_provider_no_longer_configured_are_a_provider_
     lease, _ = lease_on_runpod(store)
 
     with pytest.raises(ProviderFailed, match="PROVIDERS no longer names"):
-        worker_logs(lease.lease_id, "o", LogQuery(), store, registry_of(memory_provider("local-docker")))
+        worker_logs(context(store, registry_of(memory_provider("local-docker"))), lease.lease_id, "o", LogQuery())
 
 
 def pending_on_runpod(store: LeaseStore) -> tuple[Lease, MemoryProvider]:
@@ -95,7 +95,13 @@ def test_the_reconciler_leaves_a_stuck_pending_lease_on_a_provider_no_longer_con
     only_docker = registry_of(memory_provider("local-docker"))
 
     report = reconcile(
-        store, only_docker, orphan_grace_seconds=0, pending_deadline_seconds=60, clock=lambda: NOW + timedelta(hours=1)
+        context(
+            store,
+            only_docker,
+            clock=lambda: NOW + timedelta(hours=1),
+            orphan_grace_seconds=0,
+            pending_deadline_seconds=60,
+        )
     )
 
     stored = store.get(lease.lease_id)
@@ -110,7 +116,7 @@ def test_the_sweep_keeps_an_expired_lease_without_a_token_releasing_until_its_pr
     lease, runpod = pending_on_runpod(store)
     docker = memory_provider("local-docker")
 
-    report = sweep(store, registry_of(docker), clock=lambda: lease.expires_at)
+    report = sweep(context(store, registry_of(docker), clock=lambda: lease.expires_at))
 
     assert report.unconfigured == ["runpod"] and report.failed_releases == [lease.lease_id]
     assert store.get(lease.lease_id).status == LeaseStatus.RELEASING
@@ -118,6 +124,6 @@ def test_the_sweep_keeps_an_expired_lease_without_a_token_releasing_until_its_pr
     assert len(runpod.workers) == 1
 
     claim_due = lease.expires_at + timedelta(hours=1)
-    sweep(store, registry_of(docker, runpod), clock=lambda: claim_due)
+    sweep(context(store, registry_of(docker, runpod), clock=lambda: claim_due))
 
     assert store.get(lease.lease_id).status == LeaseStatus.EXPIRED and runpod.workers == {}

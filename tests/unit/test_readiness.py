@@ -14,7 +14,7 @@ from scheduler.providers.memory import MemoryProvider
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
-from .builders import NOW, Leases, acquire, memory_provider, registry_of
+from .builders import NOW, Leases, acquire, context, memory_provider, registry_of
 from .stored import remove_attribute, stored_items
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=3600, owner_id="alice")
@@ -45,7 +45,7 @@ class _Time:
 
 
 def _booting(store: LeaseStore, provider: MemoryProvider) -> Lease:
-    return acquire(REQUEST, store, registry_of(provider), clock=lambda: NOW)
+    return acquire(context(store, registry_of(provider), clock=lambda: NOW), REQUEST)
 
 
 def test_a_lease_whose_worker_boots_comes_back_active_and_starting(store: LeaseStore) -> None:
@@ -69,7 +69,12 @@ def test_wait_ready_returns_as_soon_as_the_worker_is_up(store: LeaseStore) -> No
     time.on_sleep.append(lambda: provider.boot(str(lease.provider_token)) if time.monotonic_now >= 3 else None)
 
     waited = wait_ready(
-        lease.lease_id, 20, store, registry_of(provider), POLICY, time.clock, None, time.sleep, time.monotonic
+        context(store, registry_of(provider), clock=time.clock),
+        lease.lease_id,
+        20,
+        POLICY,
+        sleep=time.sleep,
+        monotonic=time.monotonic,
     )
 
     assert waited.became_ready and waited.lease.worker_state == WorkerState.READY
@@ -83,7 +88,12 @@ def test_wait_ready_answers_the_current_state_after_the_wait(store: LeaseStore) 
     time = _Time()
 
     waited = wait_ready(
-        lease.lease_id, 5, store, registry_of(provider), POLICY, time.clock, None, time.sleep, time.monotonic
+        context(store, registry_of(provider), clock=time.clock),
+        lease.lease_id,
+        5,
+        POLICY,
+        sleep=time.sleep,
+        monotonic=time.monotonic,
     )
 
     assert waited.lease.worker_state == WorkerState.STARTING and not waited.became_ready
@@ -95,10 +105,10 @@ def test_the_provider_is_asked_at_most_once_every_couple_of_seconds_per_lease(st
     lease = _booting(store, provider)
     providers = registry_of(provider)
     for _ in range(10):  # ten callers polling in the same second
-        readiness.refresh(store.get(lease.lease_id), store, providers, POLICY, lambda: NOW)
+        readiness.refresh(context(store, providers, clock=lambda: NOW), store.get(lease.lease_id), POLICY)
     assert len(provider.readiness_calls) == 1
     later = NOW + timedelta(seconds=3)
-    readiness.refresh(store.get(lease.lease_id), store, providers, POLICY, lambda: later)
+    readiness.refresh(context(store, providers, clock=lambda: later), store.get(lease.lease_id), POLICY)
     assert len(provider.readiness_calls) == 2
 
 
@@ -106,7 +116,9 @@ def test_ready_at_is_written_once(store: LeaseStore) -> None:
     provider = memory_provider(boots=True)
     lease = _booting(store, provider)
     provider.boot(str(lease.provider_token))
-    first = readiness.refresh(store.get(lease.lease_id), store, registry_of(provider), POLICY, lambda: NOW)
+    first = readiness.refresh(
+        context(store, registry_of(provider), clock=lambda: NOW), store.get(lease.lease_id), POLICY
+    )
     assert store.mark_ready(lease.lease_id, str(lease.provider_token), NOW + timedelta(seconds=30)) is None
     assert store.get(lease.lease_id).ready_at == first.lease.ready_at == NOW
 
@@ -114,7 +126,7 @@ def test_ready_at_is_written_once(store: LeaseStore) -> None:
 def test_a_ready_lease_is_never_refreshed_again(store: LeaseStore) -> None:
     provider = memory_provider()
     lease = _booting(store, provider)
-    read = get_when_ready(lease.lease_id, 25, store, registry_of(provider), lambda: POLICY)
+    read = get_when_ready(context(store, registry_of(provider)), lease.lease_id, 25, lambda: POLICY)
     assert read.lease.worker_state == WorkerState.READY and provider.readiness_calls == []
 
 
@@ -123,7 +135,7 @@ def test_a_worker_that_fails_to_boot_ends_its_lease_failed_on_read_and_is_remove
     lease = _booting(store, provider)
     provider.fail_boot(str(lease.provider_token), "the RunPod pod p1 is ERROR (it failed to boot)")
 
-    read = get_when_ready(lease.lease_id, 0, store, registry_of(provider), lambda: POLICY, clock=lambda: NOW)
+    read = get_when_ready(context(store, registry_of(provider), clock=lambda: NOW), lease.lease_id, 0, lambda: POLICY)
 
     assert read.lease.status == LeaseStatus.FAILED and read.boot_failure == BOOT_ERROR
     assert read.lease.failure_reason == "the RunPod pod p1 is ERROR (it failed to boot)"
@@ -135,7 +147,7 @@ def test_the_sweep_ends_a_boot_failure_nobody_polls(store: LeaseStore) -> None:
     lease = _booting(store, provider)
     provider.fail_boot(str(lease.provider_token))
 
-    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW)
+    report = check_starting_leases(context(store, registry_of(provider), clock=lambda: NOW), POLICY)
 
     assert [(ended.lease_id, why) for ended, why in report.failed] == [(lease.lease_id, BOOT_ERROR)]
     assert store.get(lease.lease_id).status == LeaseStatus.FAILED and provider.workers == {}
@@ -146,7 +158,9 @@ def test_the_sweep_records_a_booted_worker_ready(store: LeaseStore) -> None:
     lease = _booting(store, provider)
     provider.boot(str(lease.provider_token))
 
-    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=40))
+    report = check_starting_leases(
+        context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=40)), POLICY
+    )
 
     assert [ready.lease_id for ready in report.ready] == [lease.lease_id]
     assert store.get(lease.lease_id).ready_at == NOW + timedelta(seconds=40)
@@ -156,8 +170,12 @@ def test_a_worker_still_starting_after_the_ready_timeout_is_a_boot_failure(store
     provider = memory_provider(boots=True)
     lease = _booting(store, provider)
 
-    early = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=599))
-    late = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=600))
+    early = check_starting_leases(
+        context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=599)), POLICY
+    )
+    late = check_starting_leases(
+        context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=600)), POLICY
+    )
 
     assert early.failed == [] and [why for _, why in late.failed] == [BOOT_TIMEOUT]
     ended = store.get(lease.lease_id)
@@ -170,7 +188,9 @@ def test_an_unreachable_provider_leaves_the_lease_starting(store: LeaseStore) ->
     lease = _booting(store, provider)
     provider.unreachable = True
 
-    report = check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW + timedelta(seconds=3600))
+    report = check_starting_leases(
+        context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=3600)), POLICY
+    )
 
     assert report.failed == [] and report.errors and store.get(lease.lease_id).is_starting  # even past the timeout
 
@@ -187,8 +207,10 @@ def test_with_a_probe_path_ready_also_needs_the_probe_to_pass(store: LeaseStore)
         return next(answers)
 
     policy = ReadinessPolicy(timeout_seconds=600, probe_path="/healthz", probe=probe)
-    first = check_starting_leases(store, registry_of(provider), policy, lambda: NOW)
-    second = check_starting_leases(store, registry_of(provider), policy, lambda: NOW + timedelta(seconds=60))
+    first = check_starting_leases(context(store, registry_of(provider), clock=lambda: NOW), policy)
+    second = check_starting_leases(
+        context(store, registry_of(provider), clock=lambda: NOW + timedelta(seconds=60)), policy
+    )
 
     assert first.ready == [] and [ready.lease_id for ready in second.ready] == [lease.lease_id]
     assert probed == ["http://127.0.0.1:9/healthz"] * 2
@@ -240,7 +262,7 @@ def test_the_sweep_reads_only_leases_whose_worker_is_starting(store: LeaseStore)
     ready_at_once = _booting(store, memory_provider())
     booted = _booting(store, booting)
     booting.boot(str(booted.provider_token))
-    check_starting_leases(store, registry_of(booting), POLICY, lambda: NOW)
+    check_starting_leases(context(store, registry_of(booting), clock=lambda: NOW), POLICY)
 
     assert _in_starting_index(store) == {starting.lease_id}
     assert ready_at_once.lease_id not in _in_starting_index(store)
@@ -251,7 +273,7 @@ def test_an_ended_lease_leaves_the_starting_index(store: LeaseStore) -> None:
     lease = _booting(store, provider)
     provider.fail_boot(str(lease.provider_token))
 
-    check_starting_leases(store, registry_of(provider), POLICY, lambda: NOW)
+    check_starting_leases(context(store, registry_of(provider), clock=lambda: NOW), POLICY)
 
     assert _in_starting_index(store) == set()
 
@@ -264,7 +286,7 @@ def test_a_starting_lease_recorded_before_the_starting_index_enters_it_at_the_ne
     remove_attribute(store, lease.lease_id, "starting_shard")  # as a lease recorded before the index had it
 
     report = reconcile(
-        store, registry_of(provider), orphan_grace_seconds=60, pending_deadline_seconds=60, clock=lambda: NOW
+        context(store, registry_of(provider), clock=lambda: NOW, orphan_grace_seconds=60, pending_deadline_seconds=60)
     )
 
     assert (report.starting_indexed, _in_starting_index(store)) == ([lease.lease_id], {lease.lease_id})

@@ -22,7 +22,7 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 
-from .builders import NOW, memory_provider, registry_of
+from .builders import NOW, context, memory_provider, registry_of
 from .stored import drift_counter
 
 pytestmark = pytest.mark.moto_only("budgets and quotas use TransactWriteItems, which dynalite lacks")
@@ -30,7 +30,8 @@ pytestmark = pytest.mark.moto_only("budgets and quotas use TransactWriteItems, w
 
 def without_owner(store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits) -> AcquireOutcome:
     return acquire(
-        LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 600}), store, registry, limits, clock=lambda: NOW
+        context(store, registry, limits=limits, clock=lambda: NOW),
+        LeaseRequest.parse({"kind": "renderer", "ttl_seconds": 600}),
     )
 
 
@@ -63,7 +64,9 @@ def test_a_caller_naming_owner_dash_is_that_shared_owner(budget_store: LeaseStor
     limits = LeaseLimits(per_owner=1)
     assert isinstance(without_owner(budget_store, at(0.0), limits), Acquired)
 
-    named = acquire(LeaseRequest.parse({"kind": "renderer", "owner_id": "-"}), budget_store, at(0.0), limits)
+    named = acquire(
+        context(budget_store, at(0.0), limits=limits), LeaseRequest.parse({"kind": "renderer", "owner_id": "-"})
+    )
 
     assert isinstance(named, NotAcquired) and isinstance(named.error, QuotaExceeded)
 
@@ -75,7 +78,7 @@ def test_releasing_an_owner_less_lease_gives_the_shared_owner_its_slot_and_budge
     first = without_owner(budget_store, registry, limits)
     assert isinstance(first, Acquired)
 
-    release(first.lease.lease_id, None, budget_store, registry, lambda: NOW)
+    release(context(budget_store, registry, clock=lambda: NOW), first.lease.lease_id, None)
     second = without_owner(budget_store, registry, limits)
 
     assert isinstance(second, Acquired)
@@ -89,7 +92,9 @@ def test_renewing_an_owner_less_lease_reserves_on_the_shared_owners_day(budget_s
     assert isinstance(lease, Acquired)
 
     with pytest.raises(BudgetExceeded):
-        renew(lease.lease.lease_id, None, 3601, budget_store, lambda: NOW, limits.budgets)  # +0.833611: 1.000278
+        renew(
+            context(budget_store, limits=limits, clock=lambda: NOW), lease.lease.lease_id, None, 3601
+        )  # +0.833611: 1.000278
 
     assert budget_store.counter_values()["spend#2026-11-30#-"] == 166_667
 
@@ -100,8 +105,8 @@ def test_the_reconciler_repairs_the_shared_owners_counters_from_its_live_leases(
     for counter, value in (("owner#-", 4), ("cost#-", 2_000_000), ("firm#cost#-", 2_000_000)):  # lost give-backs
         drift_counter(budget_store, counter, value)
 
-    repair_counters(budget_store, NOW)
-    repaired = repair_counters(budget_store, NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS))
+    repair_counters(context(budget_store, clock=lambda: NOW))
+    repaired = repair_counters(context(budget_store, clock=lambda: NOW + timedelta(seconds=COUNTER_SETTLE_SECONDS)))
 
     assert repaired == {
         "cost#-": (2_000_000, 500_000),

@@ -25,7 +25,7 @@ from scheduler.providers.configured import ConfiguredProviders
 from scheduler.request_models import LeaseRequest, UsageQuery
 from scheduler.store import LeaseStore
 
-from .builders import memory_provider, registry_of
+from .builders import context, memory_provider, registry_of
 
 pytestmark = pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
 
@@ -45,7 +45,7 @@ def at_one_usd_an_hour() -> ConfiguredProviders:
 def one_hour_lease(
     store: LeaseStore, registry: ConfiguredProviders, limits: LeaseLimits, at: datetime
 ) -> AcquireOutcome:
-    return acquire(ONE_HOUR, store, registry, limits, clock=lambda: at)
+    return acquire(context(store, registry, limits=limits, clock=lambda: at), ONE_HOUR)
 
 
 def granted(outcome: AcquireOutcome) -> Lease:
@@ -59,7 +59,7 @@ def refused_over_budget(outcome: AcquireOutcome) -> bool:
 
 def billed_micros(store: LeaseStore, day: str) -> int:
     query = UsageQuery.parse({"owner_id": "anim", "since": day, "until": day})
-    rows = usage_report(query, store)["usage"]
+    rows = usage_report(context(store), query)["usage"]
     return round(sum(float(row["cost_usd"]) for row in rows) * 1_000_000)  # type: ignore[union-attr]
 
 
@@ -74,7 +74,9 @@ def test_a_lease_that_ended_after_midnight_counts_on_the_day_it_ended_in_the_cou
 ) -> None:
     limits, registry = daily_limit("1.5"), at_one_usd_an_hour()
     first = granted(one_hour_lease(budget_store, registry, limits, AT_2330))
-    release(first.lease_id, "anim", budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=59))  # 00:29
+    release(
+        context(budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=59)), first.lease_id, "anim"
+    )  # 00:29
 
     second = one_hour_lease(budget_store, registry, limits, AT_2330 + timedelta(minutes=61))  # 00:31: 1.025 more
 
@@ -92,7 +94,7 @@ def test_a_lease_that_may_end_after_midnight_holds_the_next_days_budget_while_it
     assert spend_counters(budget_store, D2) == (1_025_000, 1_025_000)
 
     second = one_hour_lease(budget_store, registry, limits, AT_2330 + timedelta(minutes=40))  # 00:10
-    release(first.lease_id, "anim", budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=50))
+    release(context(budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=50)), first.lease_id, "anim")
 
     assert refused_over_budget(second)  # had it been granted, both would count on 1 December: over 1.5
     assert billed_micros(budget_store, D2) == 833_334
@@ -106,9 +108,11 @@ def test_a_renewal_across_midnight_reserves_on_the_next_day_what_the_lease_may_b
     limits, registry = daily_limit("2.5"), at_one_usd_an_hour()
     first = granted(one_hour_lease(budget_store, registry, limits, AT_2330 - timedelta(minutes=45)))  # 22:45
 
-    renew(first.lease_id, "anim", 3600, budget_store, lambda: AT_2330, limits.budgets)  # to 00:30
+    renew(context(budget_store, limits=limits, clock=lambda: AT_2330), first.lease_id, "anim", 3600)  # to 00:30
     second = one_hour_lease(budget_store, registry, limits, AT_2330 + timedelta(minutes=35))  # 00:05
-    release(first.lease_id, "anim", budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=50))  # 00:20
+    release(
+        context(budget_store, registry, clock=lambda: AT_2330 + timedelta(minutes=50)), first.lease_id, "anim"
+    )  # 00:20
 
     assert refused_over_budget(second)  # 1 December held 1.775 for the renewed lease: 1.025 more would pass 2.5
     assert billed_micros(budget_store, D2) == 1_583_334 <= 2_500_000
@@ -122,7 +126,12 @@ def test_a_renewal_after_midnight_gives_back_what_the_lease_held_on_the_day_that
     limits, registry = daily_limit("20"), at_one_usd_an_hour()
     first = granted(one_hour_lease(budget_store, registry, limits, AT_2330))
 
-    renew(first.lease_id, "anim", 3600, budget_store, lambda: AT_2330 + timedelta(minutes=45), limits.budgets)
+    renew(
+        context(budget_store, limits=limits, clock=lambda: AT_2330 + timedelta(minutes=45)),
+        first.lease_id,
+        "anim",
+        3600,
+    )
 
     assert spend_counters(budget_store, D1) == (0, 0)  # it can no longer end on 30 November
     assert spend_counters(budget_store, D2) == (1_775_000, 1_775_000)  # 23:30 to 01:15, and the 90 s lag

@@ -12,7 +12,7 @@ from scheduler.lifecycle import LeaseStatus
 from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 
-from .builders import NOW, Leases, memory_provider, registry_of
+from .builders import NOW, Leases, context, memory_provider, registry_of
 
 LATER = NOW + timedelta(hours=2)
 
@@ -30,7 +30,7 @@ def test_due_leases_are_released_several_at_once(store: LeaseStore, leases: Leas
     provider = memory_provider(release_seconds=0.2)
     ids = _expired(leases, provider, 6)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER, concurrency=3)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER, sweep_concurrency=3))
 
     assert sorted(lease.lease_id for lease in report.ended) == sorted(ids)
     assert provider.most_releasing_at_once == 3
@@ -41,7 +41,7 @@ def test_a_concurrency_of_one_releases_one_at_a_time(store: LeaseStore, leases: 
     provider = memory_provider(release_seconds=0.05)
     _expired(leases, provider, 3)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER, concurrency=1)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER, sweep_concurrency=1))
 
     assert len(report.ended) == 3 and provider.most_releasing_at_once == 1
 
@@ -50,7 +50,7 @@ def test_a_full_batch_says_there_may_be_more(store: LeaseStore, leases: Leases) 
     provider = memory_provider()
     _expired(leases, provider, 3)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER, limit=2)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER, sweep_batch_size=2))
 
     assert len(report.ended) == 2 and report.more
     assert len(provider.workers) == 1
@@ -62,7 +62,7 @@ def test_leases_a_run_cannot_reach_before_its_deadline_stay_due_and_unclaimed(
     provider = memory_provider()
     ids = _expired(leases, provider, 3)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER, deadline=Deadline.within(0))
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER, deadline=Deadline.within(0)))
 
     assert (report.ended, report.unreached, report.more) == ([], 3, True)
     assert {store.get(lease_id).status for lease_id in ids} == {LeaseStatus.ACTIVE}
@@ -73,7 +73,7 @@ def test_failed_releases_are_not_a_reason_to_hand_on(store: LeaseStore, leases: 
     provider = memory_provider(fail_releases=2)
     _expired(leases, provider, 2)
 
-    report = sweep(store, registry_of(provider), clock=lambda: LATER)
+    report = sweep(context(store, registry_of(provider), clock=lambda: LATER))
 
     assert len(report.failed_releases) == 2 and not report.more
 

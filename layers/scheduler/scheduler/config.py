@@ -380,7 +380,7 @@ def _cap(variable: str, raw: str) -> int:
 
 # Variables set in template.yaml that no code of ours reads: the libraries that do.
 LIBRARY_VARIABLES = {
-    "POWERTOOLS_SERVICE_NAME": "powertools Logger and Metrics (the service name on every log line and metric)",
+    "POWERTOOLS_SERVICE_NAME": "powertools Logger (the service name on every log line)",
     "POWERTOOLS_LOG_LEVEL": "powertools Logger",
     "OTEL_SERVICE_NAME": "the ADOT layer's OpenTelemetry SDK",
     "OTEL_PROPAGATORS": "the ADOT layer's OpenTelemetry SDK",

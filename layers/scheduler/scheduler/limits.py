@@ -23,8 +23,6 @@ class LeaseLimits(NamedTuple):
     count_providers: bool = False
     # The owner budgets in USD (MAX_COST_PER_HOUR_PER_OWNER, MAX_SPEND_PER_OWNER_PER_DAY).
     budgets: OwnerBudgets = OwnerBudgets()
-    # A Docker fleet host has `max_leases`: its slot counters exist and the reconciler must repair them too.
-    host_caps: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LeaseLimits:
@@ -33,19 +31,12 @@ class LeaseLimits(NamedTuple):
             provider_caps=dict(settings.provider_caps),
             per_owner=settings.max_leases_per_owner,
             budgets=OwnerBudgets.from_settings(settings),
-            host_caps=_fleet_has_caps(settings),
         )
 
     @property
     def active(self) -> bool:
         """True when any cap or quota is set (and so counters are kept)."""
-        return (
-            self.count_providers
-            or bool(self.provider_caps)
-            or self.per_owner is not None
-            or self.budgets.active
-            or self.host_caps
-        )
+        return self.count_providers or bool(self.provider_caps) or self.per_owner is not None or self.budgets.active
 
     def for_provider(self, provider: str) -> Limit | None:
         """The cap on `provider`, if any."""
@@ -57,13 +48,3 @@ class LeaseLimits(NamedTuple):
     def for_owner(self, owner_id: str | None) -> Limit | None:
         """The quota on `owner_id`; leases without an owner count against the shared owner `-`."""
         return None if self.per_owner is None else Limit.for_owner(budget_owner(owner_id), self.per_owner)
-
-
-def _fleet_has_caps(settings: Settings) -> bool:
-    """True when local-docker is configured with a fleet (DOCKER_HOSTS) of which a host has `max_leases`."""
-    if "local-docker" not in settings.providers:
-        return False
-    from scheduler.providers.local_docker import LocalDockerSettings
-
-    hosts = settings.section("local-docker", LocalDockerSettings).fleet()
-    return any(spec.max_leases is not None for spec in hosts)

@@ -9,15 +9,16 @@ providers=..., metrics=...)`, with no module reloads and no patched globals.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from scheduler.clock import Clock, utc_now
 from scheduler.config import Settings, get_settings
-from scheduler.deadline import Deadline
+from scheduler.deadline import Deadline, or_never
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
     from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
+    from scheduler.leases.context import Context
     from scheduler.leases.liveness import ReadCheck
     from scheduler.leases.readiness import ReadinessPolicy
     from scheduler.limits import LeaseLimits
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.providers.base import Provider
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
+    from scheduler.store.port import LeaseStorePort
+
+    Part = Literal["store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff"]
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
 # timeout). The reserve covers what follows the provider calls (recording the outcome, answering)
@@ -50,22 +54,51 @@ def background_deadline(context: Any) -> Deadline:
 
 
 class Runtime:
-    """The settings and what is built from them: the lease store, the providers, limits, metrics, clock."""
+    """The settings and what is built from them: the lease store, the providers, limits, metrics, clock.
 
-    def __init__(self, settings: Settings, *, clock: Clock = utc_now, **parts: Any) -> None:
-        unknown = set(parts) - set(_PARTS)
-        if unknown:
-            raise TypeError(f"unknown runtime parts: {', '.join(sorted(unknown))}; known: {', '.join(_PARTS)}")
+    Each part is built from the settings when first used, unless given here.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock = utc_now,
+        store: LeaseStorePort | None = None,
+        providers: ConfiguredProviders | None = None,
+        limits: LeaseLimits | None = None,
+        metrics: Metrics | None = None,
+        idempotency: IdempotentAcquire | None = None,
+        read_check: ReadCheck | None = None,
+        readiness: ReadinessPolicy | None = None,
+        handoff: Handoff | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock
-        self.__dict__.update({name: part for name, part in parts.items() if part is not None})
+        # A part given here takes the place of the one its property would build (each a cached_property).
+        if store is not None:
+            self.store = store
+        if providers is not None:
+            self.providers = providers
+        if limits is not None:
+            self.limits = limits
+        if metrics is not None:
+            self.metrics = metrics
+        if idempotency is not None:
+            self.idempotency = idempotency
+        if read_check is not None:
+            self.read_check = read_check
+        if readiness is not None:
+            self.readiness = readiness
+        if handoff is not None:
+            self.handoff = handoff
 
     @classmethod
     def from_environment(cls) -> Runtime:
         """The runtime of this execution environment, from its variables."""
         return cls(get_settings())
 
-    def warm(self, *parts: str) -> Runtime:
+    def warm(self, *parts: Part) -> Runtime:
         """Build `parts` now (at init, which Lambda runs before the first request arrives)."""
         for name in parts:
             if name not in _PARTS:
@@ -73,8 +106,14 @@ class Runtime:
             getattr(self, name)
         return self
 
+    def context(self, deadline: Deadline | None = None) -> Context:
+        """What the use cases work with in one invocation, whose provider calls end by `deadline` (None: no limit)."""
+        from scheduler.leases.context import Context
+
+        return Context(self.store, self.providers, self.settings, self.limits, self.clock, or_never(deadline))
+
     @cached_property
-    def store(self) -> LeaseStore:
+    def store(self) -> LeaseStorePort:
         """The lease store on the configured tables, with bounded timeouts and standard retries."""
         return lease_store(self.settings)
 
@@ -92,14 +131,14 @@ class Runtime:
 
     @cached_property
     def limits(self) -> LeaseLimits:
-        """The provider caps and the owner quota the settings set."""
+        """The provider caps, the owner quota and the owner budgets the settings set."""
         from scheduler.limits import LeaseLimits
 
         return LeaseLimits.from_settings(self.settings)
 
     @cached_property
     def metrics(self) -> Metrics:
-        """Where metrics go: EMF documents on stdout."""
+        """Where metrics go: EMF documents on stdout (the one channel every function emits through)."""
         from scheduler.observability.metrics import EmfMetrics
 
         return EmfMetrics(self.settings.powertools_metrics_namespace)
@@ -108,12 +147,16 @@ class Runtime:
     def idempotency(self) -> IdempotentAcquire:
         """Acquire behind powertools' Idempotency utility, on the idempotency table, sharing the store's client."""
         from scheduler.idempotency import IdempotentAcquire
+        from scheduler.store import LeaseStore
 
+        store = self.store
+        if not isinstance(store, LeaseStore):
+            raise TypeError("the idempotency table shares the DynamoDB lease store's client: give idempotency= too")
         return IdempotentAcquire(
             self.settings.idempotency_table,
-            self.store.client,
+            store.client,
             self.settings.idempotency_ttl_seconds,
-            read=self.store.get,
+            read=store.get,
             clock=self.clock,
         )
 
@@ -122,9 +165,7 @@ class Runtime:
         """The check GET /v1/lease/{id} runs on an active lease's worker (drivers load on first need)."""
         from scheduler.leases.liveness import ReadCheck
 
-        return ReadCheck(
-            self.store, self.providers, interval_seconds=self.settings.worker_read_check_seconds, clock=self.clock
-        )
+        return ReadCheck(interval_seconds=self.settings.worker_read_check_seconds)
 
     @cached_property
     def readiness(self) -> ReadinessPolicy:

@@ -22,6 +22,7 @@ from devstack.dynamodb import FAKE_CREDENTIALS, DynamoDBClient
 from devstack.lambda_environment import LambdaContext
 from scheduler.config import Secret, Settings
 from scheduler.observability.instrumented import InstrumentedProvider
+from scheduler.providers.base import Provider
 from scheduler.providers.configured import ConfiguredProviders
 from scheduler.providers.memory import MemoryProvider
 from scheduler.runtime import Runtime
@@ -78,13 +79,13 @@ def with_header(sample: dict[str, Any], name: str, value: str | None) -> dict[st
 
 def runtime_of(
     store: LeaseStorePort,
-    *providers: MemoryProvider,
+    *providers: Provider,
     metrics: RecordedMetrics | None = None,
     clock: Callable[[], datetime] = lambda: NOW,
     **settings: Any,
 ) -> Runtime:
     """A runtime on `store` with `providers` (default: one in-memory local-docker), as production wires it."""
-    chosen = providers or (memory_provider(),)
+    chosen: tuple[Provider, ...] = providers or (memory_provider(),)
     recorded = metrics if metrics is not None else RecordedMetrics()
     configured = Settings(
         providers=tuple(provider.name for provider in chosen),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.providers.base import Provider
 from scheduler.providers.memory import MemoryProvider
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
@@ -19,7 +20,7 @@ from .conftest import Function, event, runtime_of
 LATER = NOW + timedelta(hours=2)
 
 
-def later(store: LeaseStore, provider: MemoryProvider, metrics: RecordedMetrics, **settings: Any) -> Any:
+def later(store: LeaseStore, provider: Provider, metrics: RecordedMetrics, **settings: Any) -> Any:
     return runtime_of(store, provider, metrics=metrics, clock=lambda: LATER, **settings)
 
 
@@ -40,7 +41,12 @@ def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
         "boot_failures": 0,
     }
     assert store.get(lease.lease_id).status == "expired"
-    assert [name for name in metrics.names() if name != "ReleaseLatency"] == ["LeaseExpired", "LeaseCost", "SweepLag"]
+    assert [name for name in metrics.names() if name != "ReleaseLatency"] == [
+        "LeaseExpired",
+        "LeaseCost",
+        "SweepLag",
+        "ReleaseRetryPending",
+    ]
     (lag,) = metrics.of("SweepLag")
     assert lag["value"] == (LATER - lease.expires_at).total_seconds()
 
@@ -59,6 +65,7 @@ def test_the_sweep_ends_a_lease_whose_worker_stopped_and_counts_a_ghost(
     assert [name for name in metrics.names() if name not in ("ReleaseLatency", "LeaseCost")] == [
         "LeaseFailed",
         "GhostLease",
+        "ReleaseRetryPending",
     ]
 
 
@@ -72,6 +79,7 @@ def test_a_sweep_whose_release_fails_reports_it_for_the_next_sweep(
 
     assert (report["ended"], report["failed_releases"]) == (0, 1)
     assert store.get(lease.lease_id).status == "releasing"
+    assert metrics.of("ReleaseRetryPending") == [{"value": 1}]
 
 
 def test_the_reconciler_removes_an_orphan_and_counts_it(
@@ -96,6 +104,21 @@ def test_the_reconciler_fails_a_ghost_and_counts_it(
     assert report["ghosts_failed"] == 1
     assert store.get(lease.lease_id).status == "failed"
     assert {"LeaseFailed", "GhostLease"} <= set(metrics.names())
+
+
+def test_the_reconciler_tallies_each_pass_through_the_runtimes_metrics(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    leases.active(ttl_seconds=86_400)  # its worker is listed nowhere: a ghost
+    leases.pending(ttl_seconds=86_400)  # its acquire never finished
+
+    function("reconcile_workers", later(store, memory_provider(), metrics))(event("reconcile_workers"))
+
+    assert [metrics.of(name) for name in ("GhostLeases", "StuckPendingFailed", "CounterRepaired")] == [
+        [{"value": 1}],
+        [{"value": 1}],
+        [{"value": 0}],
+    ]
 
 
 def test_the_reconciler_counts_the_live_leases_of_each_provider(
@@ -172,6 +195,7 @@ def test_a_sweep_with_more_due_than_its_batch_hands_the_rest_on_at_once(
 
     assert (report["ended"], report["handed_on"]) == (2, 1)
     assert handoff.hops == [("Function", 1)]
+    assert metrics.of("SweepHandoff") == [{"value": 1}]
 
 
 def test_a_handed_on_sweep_carries_on_and_hands_on_with_the_next_hop(
@@ -209,16 +233,18 @@ def test_a_sweep_that_finishes_hands_nothing_on(
 def test_the_sweep_reports_live_leases_per_docker_host_of_a_fleet(
     function: Callable[[str], Function], limited_store: LeaseStore, metrics: RecordedMetrics
 ) -> None:
-    from scheduler.providers.local_docker import LocalDockerSettings
+    from scheduler.providers.local_docker.fleet import DockerFleet
     from scheduler.providers.local_docker.hosts import DockerHostSpec
+    from scheduler.store.host_slots import StoreHostSlots
 
-    fleet = (DockerHostSpec("a", "tcp://127.0.0.1:1", max_leases=2), DockerHostSpec("b", "tcp://127.0.0.1:2"))
-    runtime = later(
-        limited_store,
-        memory_provider(),
-        metrics,
-        sections={"local-docker": LocalDockerSettings(docker_hosts=fleet)},
+    fleet = DockerFleet(
+        [
+            (DockerHostSpec("a", "tcp://127.0.0.1:1", max_leases=2), memory_provider()),
+            (DockerHostSpec("b", "tcp://127.0.0.1:2"), memory_provider()),
+        ],
+        StoreHostSlots(limited_store),
     )
+    runtime = later(limited_store, fleet, metrics)
 
     function("sweep_expired", runtime)(event("sweep_expired"))
 

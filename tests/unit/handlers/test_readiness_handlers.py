@@ -12,7 +12,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStore
 from tests.support.metrics import RecordedMetrics
 
-from ..builders import NOW, acquire, memory_provider, registry_of
+from ..builders import NOW, acquire, context, memory_provider, registry_of
 from .conftest import Function, event, runtime_of
 
 REQUEST = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=3600)
@@ -33,7 +33,7 @@ def booting() -> MemoryProvider:
 
 
 def _starting(store: LeaseStore, provider: MemoryProvider) -> str:
-    return acquire(REQUEST, store, registry_of(provider), clock=lambda: NOW).lease_id
+    return acquire(context(store, registry_of(provider), clock=lambda: NOW), REQUEST).lease_id
 
 
 def test_a_lease_answers_its_worker_state_and_ready_time(

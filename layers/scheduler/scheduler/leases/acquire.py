@@ -18,23 +18,24 @@ from aws_lambda_powertools import Logger
 
 from scheduler import policy
 from scheduler.budgets import SHARED_OWNER, Reweighing, is_budget
-from scheduler.clock import Clock, expiry_after, utc_now
+from scheduler.clock import expiry_after
 from scheduler.costs import micros, money, usd
-from scheduler.deadline import Deadline, or_never
+from scheduler.deadline import Deadline
 from scheduler.errors import BudgetExceeded, InvalidRequest, NoCapacity, ProviderFailed, QuotaExceeded, StoreUnavailable
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease
 from scheduler.providers.base import Provider
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStateChanged, LeaseStore
+from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit
 from scheduler.store.items import InvalidNumber, epoch
 from scheduler.store.prices import price_key
 
 if TYPE_CHECKING:  # only the acquire path builds one
+    from scheduler.leases.context import Context
     from scheduler.request_models import LeaseRequest
+    from scheduler.store.port import LeaseStorePort
 
 logger = Logger(child=True)
 
@@ -51,29 +52,21 @@ def new_lease_id() -> str:
     return str(uuid.uuid4())
 
 
-def acquire(
-    request: LeaseRequest,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    limits: LeaseLimits | None = None,
-    clock: Clock = utc_now,
-    lease_id: str | None = None,
-    deadline: Deadline | None = None,
-) -> AcquireOutcome:
+def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) -> AcquireOutcome:
     """The lease, active on the first provider in policy order that served, or why there is none.
 
     `lease_id` names the lease up front (so the caller's log lines carry it); default a new UUID.
-    Every provider call ends by `deadline`; a worker whose removal could not be confirmed by then
-    leaves the lease `pending` for the reconciler.
+    Every provider call ends by the context's deadline; a worker whose removal could not be confirmed by
+    then leaves the lease `pending` for the reconciler.
     """
-    deadline = or_never(deadline)
-    candidates = policy.candidates_for(providers.in_order(), request)
+    deadline = ctx.deadline
+    candidates = policy.candidates_for(ctx.providers.in_order(), request)
     if not candidates:
         return NotAcquired(NoCapacity(f"no configured provider offers kind={request.kind} gpu={request.gpu}"))
     unknown_region = _unknown_region(request, candidates)
     if unknown_region is not None:
         return NotAcquired(unknown_region)
-    now = clock()
+    now = ctx.clock()
     draft = Lease(
         lease_id=lease_id or new_lease_id(),
         provider=candidates[0].name,
@@ -88,12 +81,12 @@ def acquire(
         ttl_seconds=request.ttl_seconds,
         max_cost_per_hour=request.max_cost_per_hour,
     )
-    slots = _Slots(store, limits or LeaseLimits(), draft)
+    slots = _Slots(ctx.store, ctx.limits, draft)
     recorded = slots.record_pending(candidates, request, deadline)
     if isinstance(recorded, NotAcquired):
         return recorded
     pending, remaining, refusals = recorded
-    attempts = _Attempts(store, slots, pending, clock, deadline)
+    attempts = _Attempts(ctx, slots, pending)
     try:
         for provider in remaining:
             result = attempts.next(provider, request, refusals)
@@ -110,7 +103,7 @@ def acquire(
 class _Slots:
     """The cap and quota slots one acquire holds, taken atomically with the lease's own writes."""
 
-    def __init__(self, store: LeaseStore, limits: LeaseLimits, draft: Lease) -> None:
+    def __init__(self, store: LeaseStorePort, limits: LeaseLimits, draft: Lease) -> None:
         self._store = store
         self._limits = limits
         self._draft = draft
@@ -195,7 +188,7 @@ class _PriceEstimates:
     the request's ceiling. What a worker costs is noted at its activation when its provider's estimate
     did not cover it, so that the next acquires reserve it and no pod is made that the budget cannot keep."""
 
-    def __init__(self, store: LeaseStore, draft: Lease) -> None:
+    def __init__(self, store: LeaseStorePort, draft: Lease) -> None:
         self._store = store
         self._draft = draft
         self._bounds: dict[str, float] = {}
@@ -237,12 +230,12 @@ class _PriceEstimates:
 class _Attempts:
     """Trying the providers one after another for one pending lease, and each way that can end."""
 
-    def __init__(self, store: LeaseStore, slots: _Slots, pending: Lease, clock: Clock, deadline: Deadline) -> None:
-        self._store = store
+    def __init__(self, ctx: Context, slots: _Slots, pending: Lease) -> None:
+        self._store = ctx.store
         self._slots = slots
         self._pending = pending
-        self._clock = clock
-        self._deadline = deadline
+        self._clock = ctx.clock
+        self._deadline = ctx.deadline
         self._worker_may_exist = False
         self._cheapest: float | None = None
 

@@ -26,15 +26,12 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline, or_never
 from scheduler.leases.outcomes import Read
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, is_lease_id
 
 if TYPE_CHECKING:  # a read check loads the provider code when it first asks a provider
-    from scheduler.providers.configured import ConfiguredProviders
-    from scheduler.store import LeaseStore
+    from scheduler.leases.context import Context
 
 logger = Logger(child=True)
 
@@ -47,44 +44,31 @@ class StoppedReport:
     errors: list[str] = field(default_factory=list)
 
 
-def fail_stopped_workers(
-    store: LeaseStore, providers: ConfiguredProviders, clock: Clock = utc_now, deadline: Deadline | None = None
-) -> StoppedReport:
+def fail_stopped_workers(ctx: Context) -> StoppedReport:
     """End every active lease whose worker a provider reports stopped (one cheap call per provider)."""
     from scheduler.providers.base import ProviderRequestFailed, failed_request
 
-    deadline = or_never(deadline)
     report = StoppedReport()
-    for provider in providers.in_order():
-        if deadline.expired:
+    for provider in ctx.providers.in_order():
+        if ctx.deadline.expired:
             break
         try:
             with failed_request():
-                stopped = provider.stopped_workers(deadline)
+                stopped = provider.stopped_workers(ctx.deadline)
         except ProviderRequestFailed as error:
             report.errors.append(f"{provider.name}: {error}")
             logger.warning("cannot list stopped workers", extra={"provider": provider.name, "error": str(error)})
             continue
         for worker in stopped:
-            if not is_lease_id(worker.lease_id) or deadline.expired:
+            if not is_lease_id(worker.lease_id) or ctx.deadline.expired:
                 continue
-            ended = end_lease_of_stopped_worker(
-                worker.lease_id, worker.token, worker.reason, store, providers, clock, deadline
-            )
+            ended = end_lease_of_stopped_worker(ctx, worker.lease_id, worker.token, worker.reason)
             if ended is not None:
                 report.ended.append(ended)
     return report
 
 
-def end_lease_of_stopped_worker(
-    lease_id: str,
-    token: str,
-    reason: str,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
-) -> Lease | None:
+def end_lease_of_stopped_worker(ctx: Context, lease_id: str, token: str, reason: str) -> Lease | None:
     """Claim the lease as failed (only if still `active` on this worker), remove the worker, record the end.
 
     None when the lease is not active on this worker (ended, released meanwhile, or an orphan the
@@ -94,7 +78,7 @@ def end_lease_of_stopped_worker(
     from scheduler.leases.workers import release_claimed
     from scheduler.providers.base import ProviderRequestFailed
 
-    claim = store.claim_failed(lease_id, clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason)
+    claim = ctx.store.claim_failed(lease_id, ctx.clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason)
     if claim is None:
         return None
     logger.warning(
@@ -102,73 +86,70 @@ def end_lease_of_stopped_worker(
         extra={"lease_id": lease_id, "provider": claim.lease.provider, "reason": reason},
     )
     try:
-        return release_claimed(claim, store, providers, clock, deadline)
+        return release_claimed(ctx, claim)
     except ProviderRequestFailed as error:
         logger.warning("the stopped worker could not be removed yet; the sweep retries", extra={"error": str(error)})
-        return store.get(lease_id)
+        return ctx.store.get(lease_id)
 
 
 class ReadCheck:
     """On a read of an active lease, ask its provider whether the worker still runs.
 
-    Only for providers in `checked` (a cheap call, no API quota), at most once every
-    `interval_seconds` per lease in this execution environment, within `budget_seconds`. After a
-    failed check the provider is left alone for `quiet_seconds`, so an unreachable host does not
-    slow every read down.
+    Only for providers in `checked` (default: those whose package says a read may ask, a cheap call without
+    API quota), at most once every `interval_seconds` per lease in this execution environment, within
+    `budget_seconds`. After a failed check the provider is left alone for `quiet_seconds`, so an
+    unreachable host does not slow every read down.
     """
 
     def __init__(
         self,
-        store: LeaseStore,
-        providers: ConfiguredProviders,
         *,
         checked: frozenset[str] | None = None,
         interval_seconds: float = 5.0,
         budget_seconds: float = 2.0,
         quiet_seconds: float = 30.0,
-        clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
         remember: int = 10_000,
     ) -> None:
-        self._store = store
-        self._providers = providers
-        self._checked = (providers.checked_on_read() if checked is None else checked) & set(providers.names)
+        self._checked = checked
         self._interval = interval_seconds
         self._budget = budget_seconds
         self._quiet = quiet_seconds
-        self._clock = clock
         self._monotonic = monotonic
         self._remember = remember
         self._last_checked: dict[str, float] = {}
         self._quiet_until: dict[str, float] = {}
 
-    def __call__(self, lease: Lease, deadline: Deadline | None = None) -> Read:
+    def __call__(self, ctx: Context, lease: Lease) -> Read:
         """The lease as read, or as ended now when its worker turned out to have stopped."""
-        if not self._due(lease):
+        if not self._due(ctx, lease):
             return Read(lease)
         assert lease.provider_token is not None  # noqa: S101 - _due checked it  # nosec B101
-        deadline = or_never(deadline).sooner(self._budget)
+        ctx = ctx.sooner(self._budget)
         from scheduler.providers.base import ProviderRequestFailed, failed_request
 
-        provider = self._providers.get(lease.provider)  # the driver loads only here, on first need
+        provider = ctx.providers.get(lease.provider)  # the driver loads only here, on first need
         try:
             with failed_request():
-                reason = provider.stopped_reason(lease.lease_id, lease.provider_token, deadline)
+                reason = provider.stopped_reason(lease.lease_id, lease.provider_token, ctx.deadline)
         except ProviderRequestFailed as error:
             self._quiet_until[lease.provider] = self._monotonic() + self._quiet
             logger.warning("worker check on read failed", extra={"provider": lease.provider, "error": str(error)})
             return Read(lease)
         if reason is None:
             return Read(lease)
-        ended = end_lease_of_stopped_worker(
-            lease.lease_id, lease.provider_token, reason, self._store, self._providers, self._clock, deadline
-        )
+        ended = end_lease_of_stopped_worker(ctx, lease.lease_id, lease.provider_token, reason)
         if ended is None:
-            return Read(self._store.get(lease.lease_id))
+            return Read(ctx.store.get(lease.lease_id))
         return Read(ended, ended_now=True)
 
-    def _due(self, lease: Lease) -> bool:
-        if lease.status != LeaseStatus.ACTIVE or lease.provider not in self._checked or not lease.provider_token:
+    def _checks(self, ctx: Context, provider: str) -> bool:
+        if self._checked is None:
+            self._checked = ctx.providers.checked_on_read()
+        return provider in self._checked and provider in ctx.providers.names
+
+    def _due(self, ctx: Context, lease: Lease) -> bool:
+        if lease.status != LeaseStatus.ACTIVE or not self._checks(ctx, lease.provider) or not lease.provider_token:
             return False
         now = self._monotonic()
         if self._quiet_until.get(lease.provider, 0.0) > now:

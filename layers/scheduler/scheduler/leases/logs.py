@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from scheduler.deadline import Deadline
 from scheduler.errors import LeaseConflict, NotLeaseOwner, ProviderFailed, WorkerLogsGone
 from scheduler.lifecycle import LeaseStatus, owner_may_act
 from scheduler.models import Lease, format_time
 from scheduler.providers.base import ProviderRequestFailed, ProviderUnreachable, WorkerGone
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
 from scheduler.worker_logs import LogQuery, RenderedLogs, render
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 
 class WorkerOutput(NamedTuple):
@@ -22,18 +22,11 @@ class WorkerOutput(NamedTuple):
 
 
 def worker_logs(
-    lease_id: str,
-    owner: str | None,
-    query: LogQuery,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    *,
-    timestamps: bool = False,
-    deadline: Deadline | None = None,
+    ctx: Context, lease_id: str, owner: str | None, query: LogQuery, *, timestamps: bool = False
 ) -> WorkerOutput:
     """The lease's worker output; LeaseNotFound, NotLeaseOwner, WorkerLogsGone (its worker no longer
     exists), LeaseConflict (a pending lease whose worker is not made yet) or ProviderFailed."""
-    lease = store.get(lease_id)
+    lease, providers = ctx.store.get(lease_id), ctx.providers
     if not owner_may_act(lease.owner_id, owner):
         raise NotLeaseOwner(f"lease {lease_id} belongs to another owner (X-Lease-Owner must name it)")
     if lease.provider not in providers.names:
@@ -45,7 +38,7 @@ def worker_logs(
             )
         raise WorkerLogsGone(f"lease {lease_id} ran on {lease.provider!r}, which is no longer configured")
     try:
-        lines = providers.get(lease.provider).logs(lease_id, lease.provider_token, query, deadline)
+        lines = providers.get(lease.provider).logs(lease_id, lease.provider_token, query, ctx.deadline)
     except WorkerGone as gone:
         raise _gone(lease) from gone
     except (ProviderRequestFailed, ProviderUnreachable) as error:

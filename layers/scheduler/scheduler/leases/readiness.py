@@ -20,17 +20,18 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline, or_never
+from scheduler.clock import Clock
+from scheduler.deadline import Deadline
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderRequestFailed, Readiness, ReadinessState, failed_request
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 logger = Logger(child=True)
 
@@ -108,47 +109,32 @@ def _probe_passes(lease: Lease, policy: ReadinessPolicy, deadline: Deadline) -> 
     return policy.probe(lease.endpoint.rstrip("/") + policy.probe_path, timeout)
 
 
-def apply(
-    lease: Lease,
-    readiness: Readiness,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    policy: ReadinessPolicy,
-    clock: Clock,
-    deadline: Deadline,
-) -> Refreshed:
+def apply(ctx: Context, lease: Lease, readiness: Readiness, policy: ReadinessPolicy) -> Refreshed:
     """Record what the provider said about a starting lease's worker: ready, a boot failure, or nothing yet."""
     assert lease.provider_token is not None  # noqa: S101 - an active lease has its worker  # nosec B101
-    state, reason, code = decide(lease, readiness, policy, clock, deadline)
+    state, reason, code = decide(lease, readiness, policy, ctx.clock, ctx.deadline)
     if state is ReadinessState.READY:
-        marked = store.mark_ready(lease.lease_id, lease.provider_token, clock())
+        marked = ctx.store.mark_ready(lease.lease_id, lease.provider_token, ctx.clock())
         if marked is None:
-            return Refreshed(store.get(lease.lease_id))
+            return Refreshed(ctx.store.get(lease.lease_id))
         logger.info("worker ready", extra={"lease_id": lease.lease_id, "provider": lease.provider})
         return Refreshed(marked, became_ready=True)
     if state is ReadinessState.FAILED:
-        ended = end_boot_failure(lease, reason, store, providers, clock, deadline)
+        ended = end_boot_failure(ctx, lease, reason)
         if ended is None:
-            return Refreshed(store.get(lease.lease_id))
+            return Refreshed(ctx.store.get(lease.lease_id))
         return Refreshed(ended, boot_failure=code)
     return Refreshed(lease)
 
 
-def end_boot_failure(
-    lease: Lease,
-    reason: str,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock,
-    deadline: Deadline | None = None,
-) -> Lease | None:
+def end_boot_failure(ctx: Context, lease: Lease, reason: str) -> Lease | None:
     """Claim the lease as failed (only while still starting on its worker), remove the worker, record the end.
 
     None when someone else changed the lease first. If the worker cannot be removed now, the lease
     stays `releasing` (with the reason) and the sweep finishes the release.
     """
     assert lease.provider_token is not None  # noqa: S101  # nosec B101
-    claim = store.claim_boot_failed(lease.lease_id, clock(), token=lease.provider_token, reason=reason)
+    claim = ctx.store.claim_boot_failed(lease.lease_id, ctx.clock(), token=lease.provider_token, reason=reason)
     if claim is None:
         return None
     logger.warning(
@@ -156,93 +142,75 @@ def end_boot_failure(
         extra={"lease_id": lease.lease_id, "provider": lease.provider, "reason": reason},
     )
     try:
-        return release_claimed(claim, store, providers, clock, deadline)
+        return release_claimed(ctx, claim)
     except ProviderRequestFailed as error:
         logger.warning(
             "the worker that failed to boot could not be removed yet; the sweep retries", extra={"error": str(error)}
         )
-        return store.get(lease.lease_id)
+        return ctx.store.get(lease.lease_id)
 
 
-def refresh(
-    lease: Lease,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    policy: ReadinessPolicy,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
-) -> Refreshed:
+def refresh(ctx: Context, lease: Lease, policy: ReadinessPolicy) -> Refreshed:
     """Ask the provider about a starting lease's worker, if nobody did within `policy.refresh_seconds`."""
-    if not lease.is_starting or lease.provider not in providers.names or not lease.provider_token:
+    if not lease.is_starting or lease.provider not in ctx.providers.names or not lease.provider_token:
         return Refreshed(lease)
-    deadline = or_never(deadline)
-    claimed = store.claim_readiness_check(lease.lease_id, clock(), policy.refresh_seconds)
+    claimed = ctx.store.claim_readiness_check(lease.lease_id, ctx.clock(), policy.refresh_seconds)
     if claimed is None:
         return Refreshed(lease)  # another caller asked moments ago (or the lease changed): read its result
     try:
         with failed_request():
-            readiness = providers.get(lease.provider).readiness(lease.lease_id, lease.provider_token, deadline)
+            readiness = ctx.providers.get(lease.provider).readiness(lease.lease_id, lease.provider_token, ctx.deadline)
     except ProviderRequestFailed as error:
         # Not knowing is not a boot failure (not even past the timeout): the next read or sweep asks again.
         logger.warning("readiness check failed", extra={"lease_id": lease.lease_id, "error": str(error)})
         return Refreshed(claimed)
-    return apply(claimed, readiness, store, providers, policy, clock, deadline)
+    return apply(ctx, claimed, readiness, policy)
 
 
 def wait_ready(
+    ctx: Context,
     lease_id: str,
     seconds: float,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
     policy: ReadinessPolicy,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
+    *,
+    read: Lease | None = None,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
-    read: Lease | None = None,
 ) -> Refreshed:
     """The lease as soon as its worker is ready (or the lease is no longer starting), else after `seconds`
-    with its current state; never past `deadline`. `read`: the lease as the caller just read it."""
-    deadline = or_never(deadline)
-    until = min(monotonic() + max(0.0, seconds), monotonic() + deadline.remaining())
-    lease = read if read is not None else store.get(lease_id)
+    with its current state; never past the context's deadline. `read`: the lease as the caller just read it."""
+    until = min(monotonic() + max(0.0, seconds), monotonic() + ctx.deadline.remaining())
+    lease = read if read is not None else ctx.store.get(lease_id)
     asked_at: float | None = None
     while True:
         # Between our own provider checks, only read what others recorded (no claim write to lose).
         if asked_at is None or monotonic() - asked_at >= policy.refresh_seconds:
             asked_at = monotonic()
-            result = refresh(lease, store, providers, policy, clock, deadline)
+            result = refresh(ctx, lease, policy)
         else:
             result = Refreshed(lease)
         left = until - monotonic()
         if not result.lease.is_starting or left <= 0:
             return result
         sleep(min(POLL_SECONDS, left))
-        lease = store.get(lease_id)
+        lease = ctx.store.get(lease_id)
 
 
-def check_starting_leases(
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    policy: ReadinessPolicy,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
-) -> BootReport:
+def check_starting_leases(ctx: Context, policy: ReadinessPolicy) -> BootReport:
     """The sweep's pass: every starting lease, one readiness listing per provider; record ready ones and end
     boot failures (ERROR/EXITED while starting, gone, or past READY_TIMEOUT_SECONDS)."""
-    deadline = or_never(deadline)
     report = BootReport()
     by_provider: dict[str, list[Lease]] = defaultdict(list)
-    for lease in store.starting_leases():
-        if lease.provider in providers.names and lease.provider_token:
+    for lease in ctx.store.starting_leases():
+        if lease.provider in ctx.providers.names and lease.provider_token:
             by_provider[lease.provider].append(lease)
     for name, leases in by_provider.items():
-        if deadline.expired:
+        if ctx.deadline.expired:
             break
         try:
             with failed_request():
-                answers = providers.get(name).readiness_of(
-                    {lease.provider_token or "": lease.lease_id for lease in leases}, deadline
+                answers = ctx.providers.get(name).readiness_of(
+                    {lease.provider_token or "": lease.lease_id for lease in leases}, ctx.deadline
                 )
         except ProviderRequestFailed as error:
             # Its leases stay as they are (no timeout applied without an answer); the next sweep asks again.
@@ -250,11 +218,11 @@ def check_starting_leases(
             logger.warning("cannot ask for readiness", extra={"provider": name, "error": str(error)})
             continue
         for lease in leases:
-            if deadline.expired:
+            if ctx.deadline.expired:
                 break
             said = answers.get(lease.provider_token or "", Readiness.starting())
             try:
-                result = apply(lease, said, store, providers, policy, clock, deadline)
+                result = apply(ctx, lease, said, policy)
             except Exception as error:  # one lease's failure must not stop the pass; the next sweep retries
                 report.errors.append(f"lease {lease.lease_id}: {error}")
                 logger.exception(

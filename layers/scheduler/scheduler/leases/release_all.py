@@ -15,15 +15,15 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict, ProviderFailed, SchedulerError
 from scheduler.leases.release import release
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, ListFilter
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 MAX_RELEASES_PER_CALL = 25
 PAGE_SIZE = 100
@@ -44,11 +44,8 @@ class OwnerRelease:
 
 
 def release_all(
+    ctx: Context,
     owner: str,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
     *,
     next_token: str | None = None,
     max_releases: int | None = None,
@@ -58,13 +55,13 @@ def release_all(
     `max_releases`, default MAX_RELEASES_PER_CALL; none begun with less than `reserve_seconds` left)."""
     most = MAX_RELEASES_PER_CALL if max_releases is None else max_releases
     reserve = RESERVE_SECONDS if reserve_seconds is None else reserve_seconds
-    time_left = or_never(deadline)
     outcome = OwnerRelease()
     attempts = 0
     seen: set[str] = set()
     page_token = decode_token(next_token)
     while True:
-        page, following = store.list_live(ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token), clock())
+        page_filter = ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token)
+        page, following = ctx.store.list_live(page_filter, ctx.clock())
         for lease in page:
             if lease.lease_id in seen:
                 continue  # a lease this call left releasing moved on in the index (its claim's due time)
@@ -72,28 +69,20 @@ def release_all(
             if lease.status is not LeaseStatus.ACTIVE:
                 # Reported, not attempted: no provider call, so it spends nothing of this call's budget (a
                 # page of pending or releasing leases must not hold back the active ones behind it).
-                _release_one(lease, owner, store, providers, clock, deadline, outcome)
+                _release_one(ctx, lease, owner, outcome)
                 continue
-            if attempts and (attempts >= most or time_left.remaining() < reserve):
+            if attempts and (attempts >= most or ctx.deadline.remaining() < reserve):
                 # At least one lease per call, so a caller following the tokens always gets somewhere.
                 outcome.next_token = encode_token(page_token)
                 return outcome
             attempts += 1
-            _release_one(lease, owner, store, providers, clock, deadline, outcome)
+            _release_one(ctx, lease, owner, outcome)
         if following is None:
             return outcome
         page_token = following
 
 
-def _release_one(
-    lease: Lease,
-    owner: str,
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock,
-    deadline: Deadline | None,
-    outcome: OwnerRelease,
-) -> None:
+def _release_one(ctx: Context, lease: Lease, owner: str, outcome: OwnerRelease) -> None:
     if lease.status is LeaseStatus.PENDING:
         refusal = LeaseConflict("pending: its acquire is still running; release it once it is active")
         outcome.not_released.append((lease, refusal))
@@ -104,7 +93,7 @@ def _release_one(
         outcome.not_released.append((lease, ProviderFailed(_BEING_RELEASED, details={"lease_id": lease.lease_id})))
         return
     try:
-        outcome.released.append(release(lease.lease_id, owner, store, providers, clock, deadline))
+        outcome.released.append(release(ctx, lease.lease_id, owner))
     except ProviderFailed as error:
         # Claimed, but the worker stays: the lease is `releasing` now, as a listing would show it.
         outcome.not_released.append((lease.replace(status=LeaseStatus.RELEASING), error))

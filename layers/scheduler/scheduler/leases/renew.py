@@ -9,25 +9,20 @@ it stays one write for every lease, and the renew function never loads a driver.
 
 from __future__ import annotations
 
-from scheduler.budgets import OwnerBudgets
-from scheduler.clock import Clock, utc_now
+from typing import TYPE_CHECKING
+
 from scheduler.models import Lease
-from scheduler.store import LeaseStore
 from scheduler.store.counters import Limit
 
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
-def renew(
-    lease_id: str,
-    owner: str | None,
-    ttl_seconds: int | None,
-    store: LeaseStore,
-    clock: Clock = utc_now,
-    budgets: OwnerBudgets | None = None,
-) -> Lease:
+
+def renew(ctx: Context, lease_id: str, owner: str | None, ttl_seconds: int | None) -> Lease:
     """Extend an active lease to now + ttl (its own ttl when none is given); BudgetExceeded when the
     extension's spend does not fit the owner's day, LeaseConflict when it would outlast the lease's worker."""
-    now = clock()
-    if budgets is None or budgets.per_day is None:
+    now, budgets, store = ctx.clock(), ctx.limits.budgets, ctx.store
+    if budgets.per_day is None:
         return store.renew(lease_id, owner, ttl_seconds, now)
     renewed = store.renew_reserving(lease_id, owner, ttl_seconds, now, budgets)
     if isinstance(renewed, Limit):

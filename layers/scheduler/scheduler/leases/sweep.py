@@ -1,32 +1,46 @@
-"""The scheduled sweep: release every live lease past its due time (TTL deletion can lag by days).
+"""The scheduled sweep: one run's passes (`run_sweep`), and the one over due leases (`sweep`).
+
+A scheduled run (hop 0) makes four passes:
+
+1. readiness, FIRST and within its own slice of the run (READINESS_PASS_SECONDS): booting workers recorded
+   ready, the leases of those that failed to boot ended (`readiness.check_starting_leases`), so that a
+   backlog of due leases never starves the boot-failure checks;
+2. due leases: every live lease past its expiry (TTL deletion can lag by days) or its stale release claim,
+   released; what the run could not reach is handed on at once to another invocation, as hop + 1;
+3. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
+4. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
+   fleet's hosts), from their counters (one BatchGetItem).
+
+A handed-on run (hop > 0) only carries on with the due leases. The caller turns the result into metrics.
 
 Due leases are claimed and released concurrently by a bounded pool of threads (provider calls are
 mostly waiting on the network), so a burst of expiries takes (leases / concurrency) × release time
 rather than leases × release time. A run stops claiming when its deadline comes; whatever it could
-not reach is still due, unclaimed, and `SweepReport.more` tells the caller to hand it on at once.
+not reach is still due, unclaimed, and `SweepReport.more` says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline, or_never
+from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
+from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+from scheduler.store.counters import Limit
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
+    from scheduler.leases.readiness import ReadinessPolicy
 
 logger = Logger(child=True)
-
-DEFAULT_LIMIT = 1000
-DEFAULT_CONCURRENCY = 32
 
 
 @dataclass
@@ -45,6 +59,69 @@ class SweepReport:
     more: bool = False
 
 
+# The readiness pass (one listing per provider) runs before the due leases, within this slice of the run.
+READINESS_PASS_SECONDS = 15.0
+
+HandOn = Callable[[int], bool]
+"""Start another invocation as hop `hop` with what is left; False when it could not be started."""
+
+
+class SweepRun:
+    """What one run did, pass by pass (a pass it did not make: empty)."""
+
+    __slots__ = ("booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped")
+
+    def __init__(
+        self,
+        hop: int,
+        booted: BootReport,
+        due: SweepReport,
+        handed_on: bool,
+        stopped: StoppedReport,
+        by_provider: dict[str, int],
+        by_place: dict[str, int],
+    ) -> None:
+        self.hop = hop
+        self.booted = booted
+        self.due = due
+        self.handed_on = handed_on
+        self.stopped = stopped
+        self.by_provider = by_provider  # live leases of each provider with a cap (<NAME>_MAX_LEASES)
+        self.by_place = by_place  # live leases on each place a provider keeps a counter for (a fleet's host)
+
+    @property
+    def scheduled(self) -> bool:
+        """A run the schedule started (hop 0), not a hand-off."""
+        return self.hop == 0
+
+
+def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandOn) -> SweepRun:
+    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all four; a hand-off makes the
+    due-lease pass only), handing the rest on as hop + 1 when the due leases did not all fit."""
+    if hop != 0:  # a hand-off carries on with the due leases only
+        due = sweep(ctx)
+        return SweepRun(hop, BootReport(), due, due.more and hand_on(hop + 1), StoppedReport(), {}, {})
+    booted = check_starting_leases(ctx.sooner(READINESS_PASS_SECONDS), readiness)
+    due = sweep(ctx)
+    handed_on = due.more and hand_on(hop + 1)
+    stopped = fail_stopped_workers(ctx)
+    by_provider, by_place = read_gauges(ctx)
+    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place)
+
+
+def read_gauges(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
+    """The counted live leases of each capped provider and of each place with a counter (one BatchGetItem)."""
+    providers = {Limit.for_provider(name, cap).counter: name for name, cap in ctx.limits.provider_caps.items()}
+    places = {counter.counter: counter.place for counter in ctx.providers.place_counters()}
+    if not providers and not places:
+        return {}, {}
+    live = ctx.store.counters([*providers, *places])
+    return (
+        {name: live.get(counter, 0) for counter, name in providers.items()},
+        {place: live.get(counter, 0) for counter, place in places.items()},
+    )
+
+
 class _Outcome(NamedTuple):
     lease_id: str
     ended: Lease | None = None
@@ -55,56 +132,45 @@ class _Outcome(NamedTuple):
     unconfigured: str | None = None
 
 
-def sweep(
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock = utc_now,
-    limit: int = DEFAULT_LIMIT,
-    deadline: Deadline | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> SweepReport:
+def sweep(ctx: Context) -> SweepReport:
     """Release every live lease past its due time: expired ones, and release claims gone stale.
 
     Reads go through the sparse `live-by-due` index, so the cost follows the number of due leases,
     not the size of the table. Each lease is claimed with a conditional write first, so a concurrent
     sweep, DELETE or stream handler never releases the same worker twice; that same claim makes it
-    safe to release up to `concurrency` leases at once.
+    safe to release up to SWEEP_CONCURRENCY leases at once. At most SWEEP_BATCH_SIZE leases a run.
     """
     report = SweepReport()
-    deadline = or_never(deadline)
-    now = clock()
-    due = list(store.due_leases(now, limit=limit))
+    limit = ctx.settings.sweep_batch_size
+    now = ctx.clock()
+    due = list(ctx.store.due_leases(now, limit=limit))
     report.more = len(due) >= limit
     if not due:
         return report
 
     def one(lease: Lease) -> _Outcome:
-        return _sweep_one(lease, store, providers, clock, deadline, now)
+        return _sweep_one(ctx, lease, now)
 
-    workers = max(1, min(concurrency, len(due)))
+    workers = max(1, min(ctx.settings.sweep_concurrency, len(due)))
     if workers == 1:
         outcomes = [one(lease) for lease in due]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
             outcomes = list(pool.map(one, due))
     for outcome in outcomes:
-        _record(report, outcome, clock)
+        _record(ctx, report, outcome)
     report.more = report.more or report.unreached > 0
     return report
 
 
-def _sweep_one(
-    due: Lease, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline, now: datetime
-) -> _Outcome:
-    if deadline.expired:
-        return _Outcome(
-            due.lease_id, unreached=True
-        )  # unclaimed, so the next sweep (or the hand-off) takes it up at once
+def _sweep_one(ctx: Context, due: Lease, now: datetime) -> _Outcome:
+    if ctx.deadline.expired:
+        return _Outcome(due.lease_id, unreached=True)  # unclaimed, so the next sweep (or the hand-off) takes it up
     try:
-        claim = store.claim_due(due.lease_id, now)
+        claim = ctx.store.claim_due(due.lease_id, now)
         if claim is None:
             return _Outcome(due.lease_id, lost_claim=True)
-        ended = release_claimed(claim, store, providers, clock, deadline)
+        ended = release_claimed(ctx, claim)
     except ProviderRequestFailed as error:
         # The claim keeps a due time, so the next sweep retries; nothing is forgotten.
         logger.warning("release failed; will retry", extra={"lease_id": due.lease_id, "error": str(error)})
@@ -122,7 +188,7 @@ def _sweep_one(
     return _Outcome(due.lease_id, ended=ended)
 
 
-def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
+def _record(ctx: Context, report: SweepReport, outcome: _Outcome) -> None:
     if outcome.unreached:
         report.unreached += 1
     elif outcome.lost_claim:
@@ -130,7 +196,7 @@ def _record(report: SweepReport, outcome: _Outcome, clock: Clock) -> None:
     elif outcome.ended is not None:
         ended = outcome.ended
         report.ended.append(ended)
-        released_at = ended.released_at or clock()
+        released_at = ended.released_at or ctx.clock()
         report.lag_seconds.append(max(0.0, (released_at - ended.expires_at).total_seconds()))
     if outcome.failed:
         report.failed_releases.append(outcome.lease_id)

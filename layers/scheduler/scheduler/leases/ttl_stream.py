@@ -8,15 +8,14 @@ deletion into a release.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scheduler.clock import Clock, utc_now
-from scheduler.deadline import Deadline
 from scheduler.leases.workers import release_claimed
 from scheduler.lifecycle import LIVE
 from scheduler.models import Lease
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
@@ -33,19 +32,13 @@ def is_ttl_deletion_of_live_lease(record: Mapping[str, Any]) -> bool:
     )
 
 
-def release_ttl_deleted(
-    old_image: dict[str, Any],
-    store: LeaseStore,
-    providers: ConfiguredProviders,
-    clock: Clock = utc_now,
-    deadline: Deadline | None = None,
-) -> Lease | None:
+def release_ttl_deleted(ctx: Context, old_image: dict[str, Any]) -> Lease | None:
     """Release the worker of a live lease that DynamoDB's TTL deleted; None if the lease is already handled.
 
     The lease is written back as a `releasing` claim first (only if absent), so it stays readable
     as `expired` for the retention period and a failed release is retried by the sweep.
     """
-    claim = store.reclaim_ttl_deleted(old_image, clock())
+    claim = ctx.store.reclaim_ttl_deleted(old_image, ctx.clock())
     if claim is None:
         return None
-    return release_claimed(claim, store, providers, clock, deadline)
+    return release_claimed(ctx, claim)

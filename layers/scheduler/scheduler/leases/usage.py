@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import date
+from typing import TYPE_CHECKING
 
-from scheduler.clock import Clock, utc_now
 from scheduler.costs import usd
 from scheduler.request_models import UsageGrouping, UsageQuery
-from scheduler.store import LeaseStore
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 Total = dict[str, object]
 
 
-def usage_report(query: UsageQuery, store: LeaseStore, clock: Clock = utc_now) -> dict[str, object]:
+def usage_report(ctx: Context, query: UsageQuery) -> dict[str, object]:
     """`{"usage": [...], "since", "until"}` for the leases that ended on those days (defaults: today; a
     range that ends before it starts holds no day, so no totals)."""
-    today = clock().date()
+    today = ctx.clock().date()
     since = date.fromisoformat(query.since) if query.since else today
     until = date.fromisoformat(query.until) if query.until else max(today, since)
     totals: dict[tuple[str | None, str | None], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for stored in store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
+    for stored in ctx.store.usage_rows(query.owner_id, since.isoformat(), until.isoformat()):
         detail = {UsageGrouping.KIND: stored.kind, UsageGrouping.PROVIDER: stored.provider}.get(query.group_by)
         total = totals[(stored.owner_id, detail)]
         total[0] += stored.leases

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools import Logger
 
-from scheduler.clock import Clock
 from scheduler.config import cap_variable
-from scheduler.deadline import Deadline
 from scheduler.models import Lease
 from scheduler.providers.base import ProviderNotConfigured, failed_request
-from scheduler.providers.configured import ConfiguredProviders
-from scheduler.store import Claim, LeaseStateChanged, LeaseStore
+from scheduler.store import Claim, LeaseStateChanged
+
+if TYPE_CHECKING:
+    from scheduler.leases.context import Context
 
 logger = Logger(child=True)
 
 
-def remove_worker(
-    lease: Lease, providers: ConfiguredProviders, deadline: Deadline | None = None, held: tuple[str, ...] = ()
-) -> str | None:
+def remove_worker(ctx: Context, lease: Lease, held: tuple[str, ...] = ()) -> str | None:
     """Remove the lease's worker and confirm it is gone; raises ProviderRequestFailed if not. Returns why
     it counts as gone when the provider did not see it removed (an operator retired its host), else None.
 
@@ -28,6 +28,7 @@ def remove_worker(
     its worker there before it died — cannot be confirmed gone by any other provider, so its claim stays and
     the sweep retries (ProviderNotConfigured) until the provider is configured again.
     """
+    providers, deadline = ctx.providers, ctx.deadline
     with failed_request():
         if lease.provider_token is not None:
             if lease.provider not in providers.names:
@@ -57,17 +58,15 @@ def unconfigured_pending(lease: Lease) -> str:
     )
 
 
-def release_claimed(
-    claim: Claim, store: LeaseStore, providers: ConfiguredProviders, clock: Clock, deadline: Deadline | None = None
-) -> Lease:
+def release_claimed(ctx: Context, claim: Claim) -> Lease:
     """Remove the claimed lease's worker, then record the outcome the claim names (and, when the worker
     counts as gone on an operator's word, why, after any reason the claim recorded)."""
-    note = remove_worker(claim.lease, providers, deadline, claim.held_counters)
+    note = remove_worker(ctx, claim.lease, claim.held_counters)
     previous = claim.lease.failure_reason
     reason = None if not note or note == previous else (f"{previous}; {note}" if previous else note)
     try:
-        return store.finish_release(claim, clock(), reason=reason)
+        return ctx.store.finish_release(claim, ctx.clock(), reason=reason)
     except LeaseStateChanged:
         # Our claim went stale and another actor took it over; the worker is gone either way.
         logger.info("release claim was taken over", extra={"lease_id": claim.lease.lease_id})
-        return store.get(claim.lease.lease_id)
+        return ctx.store.get(claim.lease.lease_id)

@@ -18,6 +18,7 @@ from scheduler.observability.metrics import Metrics
 from scheduler.observability.tracing import provider_span
 from scheduler.providers.base import (
     ManagedWorker,
+    PlaceCounter,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -97,6 +98,9 @@ class InstrumentedProvider(Provider):
 
     def placement_token(self, held: tuple[str, ...]) -> str | None:
         return self._inner.placement_token(held)
+
+    def place_counters(self) -> tuple[PlaceCounter, ...]:
+        return self._inner.place_counters()
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         with provider_span(self._tracing, "stopped_workers", self.name, {}):

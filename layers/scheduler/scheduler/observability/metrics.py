@@ -1,7 +1,8 @@
 """Metrics as CloudWatch embedded metric format (EMF) documents written to stdout, one per outcome.
 
 Handlers and use cases emit through a `Metrics` value they are handed (the runtime's), so a test
-replaces it with a recording one in one line.
+replaces it with a recording one in one line. It is the one channel: no function uses powertools'
+`Metrics` beside it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class EmfMetrics:
 
     Two dimension sets (powertools' own writers allow one): the per-provider/kind/reason series for
     the dashboard, and a dimensionless total that alarms can watch without listing every combination.
+    A metric without dimensions (a run's tally) has the one set, empty: it is its own total.
     """
 
     def __init__(self, namespace: str = NAMESPACE) -> None:
@@ -46,7 +48,7 @@ class EmfMetrics:
                 "CloudWatchMetrics": [
                     {
                         "Namespace": self.namespace,
-                        "Dimensions": [sorted(dimensions), []],
+                        "Dimensions": [sorted(dimensions), []] if dimensions else [[]],
                         "Metrics": [{"Name": name, "Unit": unit.value}],
                     }
                 ],

@@ -25,9 +25,10 @@ its worker's token can still be released (`release(lease_id, None)`) and an orph
 
 Optional capabilities are methods with a default here, and the default says what a provider that
 cannot do it means to its callers (`stopped_workers`: none found, the reconciler's listing finds
-them later; `readiness`: workers are usable once provisioned). A new capability (logs) is added the
-same way, so existing drivers keep passing the contract. What a driver knows only about one worker rides
-on `ProvisionedWorker`, with a default that means the same: `ends_at` (None: the worker runs until it is
+them later; `readiness`: workers are usable once provisioned; `place_counters`: no counters of its
+own, so nothing to report or repair). A new capability (logs) is added the same way, so existing
+drivers keep passing the contract. What a driver knows only about one worker rides on
+`ProvisionedWorker`, with a default that means the same: `ends_at` (None: the worker runs until it is
 released) is when the provider itself ends the worker, whatever its lease — a Modal Sandbox's timeout,
 fixed when it is made. The lease records it and is never renewed past it (409 `conflict` naming it).
 """
@@ -72,6 +73,29 @@ class ProvisionedWorker(NamedTuple):
     # When the provider will end the worker on its own, whatever the lease (at the earliest; never before the
     # lease's expiry at acquire): a renewal may not carry the lease past it. None: it runs until released.
     ends_at: datetime | None = None
+
+
+class PlaceCounter:
+    """A live-lease counter a provider keeps in the lease store for one place of its own (a Docker host of a
+    fleet): taken with a lease placed there, like the provider's own slot, and given back when the lease ends.
+
+    A plain class, not a NamedTuple: every function loads this module, and a NamedTuple costs its cold start.
+    """
+
+    __slots__ = ("counter", "maximum", "place")
+
+    def __init__(self, place: str, counter: str, maximum: int | None = None) -> None:
+        self.place = place  # the place's name (the `host` dimension of HostLeases)
+        self.counter = counter  # the counter's name in the lease store
+        self.maximum = maximum  # the place's cap on live leases, if it has one
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlaceCounter):
+            return NotImplemented
+        return (self.place, self.counter, self.maximum) == (other.place, other.counter, other.maximum)
+
+    def __repr__(self) -> str:
+        return f"PlaceCounter({self.place!r}, {self.counter!r}, {self.maximum!r})"
 
 
 class ReadinessState(StrEnum):
@@ -254,6 +278,15 @@ class Provider(ABC):
         worker was being placed, and only that place may confirm it gone. Default None: `release(lease_id,
         None)` finds the worker by its lease id."""
         return None
+
+    def place_counters(self) -> tuple[PlaceCounter, ...]:
+        """The live-lease counters this provider keeps for places of its own (from its configuration: no call
+        to the provider). The sweep reports each every minute (HostLeases), and the reconciler repairs them
+        with the other counters when a place has a cap.
+
+        Default: none (the provider's own cap, `<NAME>_MAX_LEASES`, is the service's counter, not the driver's).
+        """
+        return ()
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         """Managed workers that no longer run, from one cheap call (the sweep asks every minute).

@@ -11,7 +11,7 @@ from scheduler.providers.registry import PROVIDERS, provider_package
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
-    from scheduler.providers.base import Provider
+    from scheduler.providers.base import PlaceCounter, Provider
 
 ProviderFactory = Callable[["Settings"], "Provider"]
 
@@ -68,6 +68,10 @@ class ConfiguredProviders:
     def warm(self) -> None:
         """Import and build every driver now (used at init where the first request must be fast)."""
         self.in_order()
+
+    def place_counters(self) -> list[PlaceCounter]:
+        """The live-lease counters the configured providers keep for places of their own (a fleet's hosts)."""
+        return [counter for provider in self for counter in provider.place_counters()]
 
     def checked_on_read(self) -> frozenset[str]:
         """The configured providers whose worker a read may check: one cheap call, no API quota spent."""

@@ -36,6 +36,7 @@ from scheduler.deadline import Deadline, or_never
 from scheduler.models import Lease
 from scheduler.providers.base import (
     ManagedWorker,
+    PlaceCounter,
     Provider,
     ProviderCapacityError,
     ProviderRequestFailed,
@@ -218,6 +219,10 @@ class DockerFleet(Provider):
     def placement_token(self, held: tuple[str, ...]) -> str | None:
         """`<host>/` for the host whose slot a token-less lease holds: its worker, if made, is there."""
         return placement_token(held)
+
+    def place_counters(self) -> tuple[PlaceCounter, ...]:
+        """Each host's slot counter (`host#local-docker#<name>`), with its `max_leases`."""
+        return tuple(PlaceCounter(spec.name, spec.counter(NAME), spec.max_leases) for spec in self.specs)
 
     def stopped_workers(self, deadline: Deadline | None = None) -> list[StoppedWorker]:
         stopped: list[StoppedWorker] = []
