@@ -149,7 +149,7 @@ def is_budget(limit: Limit) -> bool:
 
 
 # A day's spend counter outlives its day by this much: leases acquired that day give back their unused
-# part when they end (at most MAX_TTL_SECONDS later, or later still when renewed).
+# part when they end (at most the ttl_seconds maximum of openapi.yaml later, or later still when renewed).
 SPEND_COUNTER_DAYS_KEPT = 3
 
 
