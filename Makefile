@@ -19,7 +19,7 @@ SAM := $(SAM_VENV)/bin/sam
 export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/scheduler:$(CURDIR)
 
-.PHONY: help run test deps lint typecheck unit unit-botocore-floor integration validate build security clean sam-local sam-test bench lock
+.PHONY: help run test deps lint typecheck unit unit-botocore-floor integration validate build security clean sam-local sam-test bench lock contract
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
@@ -87,7 +87,7 @@ lint: $(VENV)/.installed ## ruff, bandit
 
 typecheck: $(VENV)/.installed ## mypy
 	@echo "==> mypy"
-	@$(VENV)/bin/mypy layers/scheduler/scheduler functions devstack client/src
+	@$(VENV)/bin/mypy layers/scheduler/scheduler functions devstack client/src scripts/wire_contract.py
 
 validate: $(SAM_VENV)/.installed ## sam validate --lint
 	@echo "==> sam validate --lint"
@@ -95,6 +95,9 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint
 
 build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PATH)
 	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
+
+contract: $(VENV)/.installed ## Write layers/scheduler/scheduler/wire.py from openapi.yaml (the validation's rules; `make unit` checks it)
+	@$(PY) scripts/wire_contract.py
 
 unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker; the `slow` load and fuzz tests are left to `make test`)
 	@$(PY) -m pytest tests/unit -m "not slow" -n $(TEST_WORKERS) --dist loadfile

@@ -8,6 +8,7 @@ import pytest
 
 from devstack.filter_patterns import matches, matches_any
 from devstack.template import SamTemplate
+from scheduler.lifecycle import ENDED, LIVE, LeaseStatus
 
 
 def _record(event_name: str, identity: dict[str, str] | None, status: str) -> dict[str, Any]:
@@ -29,12 +30,12 @@ def ttl_filters() -> tuple[dict[str, Any], ...]:
     return mapping.filter_patterns
 
 
-@pytest.mark.parametrize("status", ["pending", "active", "releasing"])
+@pytest.mark.parametrize("status", [status.value for status in LeaseStatus if status in LIVE])
 def test_ttl_deletion_of_a_live_lease_passes_the_template_filter(ttl_filters: Any, status: str) -> None:
     assert matches_any(ttl_filters, _record("REMOVE", TTL, status))
 
 
-@pytest.mark.parametrize("status", ["released", "expired", "failed"])
+@pytest.mark.parametrize("status", [status.value for status in LeaseStatus if status in ENDED])
 def test_ttl_deletion_of_an_ended_lease_is_filtered_out(ttl_filters: Any, status: str) -> None:
     assert not matches_any(ttl_filters, _record("REMOVE", TTL, status))
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from scheduler.lifecycle import ENDED
 from tests.support.stack import RunningStack, start_stack
 from tests.support.waiting import wait_for
 
-ENDED = {"released", "expired", "failed"}
+ENDED_STATUSES = {status.value for status in ENDED}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,8 @@ def test_one_second_leases_never_bill_past_the_daily_limit(stack: RunningStack) 
 
     def all_ended() -> bool:
         return all(
-            stack.request("GET", f"/v1/lease/{lease_id}").json()["lease"]["status"] in ENDED for lease_id in granted
+            stack.request("GET", f"/v1/lease/{lease_id}").json()["lease"]["status"] in ENDED_STATUSES
+            for lease_id in granted
         )
 
     wait_for(all_ended, timeout=30, what="every granted lease released by the sweep")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.lifecycle import LIVE
 from tests.sam.conftest import REPO, require_sam_cli
 from tests.support.cfn_conditions import deployed
 from tests.support.translated_template import translated_template
@@ -30,7 +31,7 @@ ROUTES = {
     ("DELETE", "/v1/leases"): "ReleaseOwnerLeasesFunction",
     ("GET", "/v1/usage"): "UsageFunction",
 }
-LIVE_STATUSES = {"pending", "active", "releasing"}
+LIVE_STATUSES = {status.value for status in LIVE}
 CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
 DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
 

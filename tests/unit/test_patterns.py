@@ -4,7 +4,8 @@ reads and a date parser refuses), so they come with `re.ASCII` or are written as
 matches before a final newline (`"gpu-a\\n"`), so a pattern is matched whole with `fullmatch` instead.
 
 Read from the source (every literal pattern handed to `re`, and every module-level string constant one of them
-names), so a new pattern is checked the day it is written.
+names), so a new pattern is checked the day it is written; and openapi.yaml's, as scheduler/wire.py holds them for
+the validation (scripts/wire_contract.py refuses these classes there too).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from scheduler import wire
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("layers", "functions", "devstack", "client/src")
@@ -88,8 +91,24 @@ def _has_dollar(pattern: str) -> bool:
     return False
 
 
+def _wire_patterns() -> Iterator[tuple[str, str]]:
+    """(where, pattern) for each pattern of openapi.yaml's request rules, as `re.fullmatch` is given it."""
+    for name, table in vars(wire).items():
+        if not (name.isupper() and isinstance(table, dict)):
+            continue
+        for field, rule in table.items():
+            for key, holder in (("pattern", rule), ("key_pattern", rule), ("pattern", rule.get("value", {}))):
+                if key in holder:
+                    yield f"scheduler/wire.py {name}.{field} {key}", holder[key]
+
+
 def _findings() -> list[str]:
     findings = []
+    for where, pattern in _wire_patterns():
+        if _unicode_classes(pattern):
+            findings.append(f"{where}: {' '.join(_unicode_classes(pattern))} in {pattern!r}")
+        if _has_dollar(pattern):
+            findings.append(f"{where}: `$` in {pattern!r} (openapi.yaml's anchors are left out)")
     for path in _sources():
         name = path.relative_to(REPO).as_posix()
         if name in EXCEPTIONS:
@@ -107,6 +126,7 @@ def test_the_scan_sees_the_patterns() -> None:
     seen = [pattern for path in _sources() for _, pattern, _ in _patterns(path)]
     assert any("[0-9]{4}-[0-9]{2}-[0-9]{2}" in pattern for pattern in seen)  # the usage query's day
     assert len(seen) >= 10
+    assert ("scheduler/wire.py GET_USAGE_QUERY.since pattern", "[0-9]{4}-[0-9]{2}-[0-9]{2}") in set(_wire_patterns())
 
 
 def test_no_pattern_takes_other_scripts_digits_or_a_trailing_newline() -> None:

@@ -12,10 +12,8 @@ from .cli_progress import WaitProgress, spinner
 from .cli_style import format_table, painter
 from .client import SchedulerClient
 from .errors import ReadyTimeout, WorkerNotReady
-from .models import GPU_CLASSES, KINDS, Lease
+from .models import GPU_CLASSES, KINDS, LISTED_STATUSES, Lease
 
-# What GET /v1/leases lists: pending and active leases until they expire, releasing ones until their worker is gone.
-LISTED_STATUSES = ("pending", "active", "releasing")
 DEFAULT_WAIT_SECONDS = 600
 EXIT_SOME_NOT_RELEASED = 1  # as for any refusal by the API
 

@@ -9,19 +9,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from .models import Lease
+from .models import ACTIVE, EXPIRED, FAILED, PENDING, RELEASED, RELEASING, USABLE_STATUSES, Lease
 
 RESET = "\x1b[0m"
 CLEAR_EOL = "\x1b[K"
 STATUS_COLOURS = {
-    "active": "\x1b[32m",  # green: serving
-    "pending": "\x1b[33m",  # yellow: on its way
-    "releasing": "\x1b[33m",
-    "failed": "\x1b[31m",  # red: look at failure_reason
-    "released": "\x1b[2m",  # dim: over
-    "expired": "\x1b[2m",
+    ACTIVE: "\x1b[32m",  # green: serving
+    PENDING: "\x1b[33m",  # yellow: on its way
+    RELEASING: "\x1b[33m",
+    FAILED: "\x1b[31m",  # red: look at failure_reason
+    RELEASED: "\x1b[2m",  # dim: over
+    EXPIRED: "\x1b[2m",
 }
-USABLE_STATUSES = ("pending", "active")  # a countdown to expires_at means something only for these
 TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
 RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")
 

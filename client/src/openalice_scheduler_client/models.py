@@ -1,4 +1,8 @@
-"""The Lease the API returns (openapi.yaml `Lease`), as a typed, immutable value."""
+"""The Lease the API returns (openapi.yaml `Lease`), as a typed, immutable value, and the API's vocabulary.
+
+Each name of the contract is written here once, as openapi.yaml has it (the client reads no YAML and imports
+nothing of the service); tests/client/test_wire_contract.py holds every one of them to openapi.yaml.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-KINDS = ("renderer", "anim")
-GPU_CLASSES = ("none", "entry", "mid", "high")
-LIVE_STATUSES = frozenset({"pending", "active", "releasing"})
-ENDED_STATUSES = frozenset({"released", "expired", "failed"})
-WORKER_STATES = ("starting", "ready")
+KINDS = ("renderer", "anim")  # WorkerKind
+GPU_CLASSES = ("none", "entry", "mid", "high")  # GpuClass
+# LeaseStatus, in openapi.yaml's order: what may still own a worker, then how a lease ends.
+STATUSES = ("pending", "active", "releasing", "released", "expired", "failed")
+PENDING, ACTIVE, RELEASING, RELEASED, EXPIRED, FAILED = STATUSES
+LISTED_STATUSES = (PENDING, ACTIVE, RELEASING)  # LiveLease: what GET /v1/leases lists, in that order
+LIVE_STATUSES = frozenset(LISTED_STATUSES)
+ENDED_STATUSES = frozenset(STATUSES) - LIVE_STATUSES
+USABLE_STATUSES = (PENDING, ACTIVE)  # live and not being released: its expires_at means something
+WORKER_STATES = ("starting", "ready")  # Lease.worker_state
+STARTING, READY = WORKER_STATES
 
 
 def parse_time(value: Any) -> datetime:
@@ -59,7 +69,7 @@ class Lease:
     ttl_seconds: int
     cost_per_hour: float | None
     failure_reason: str | None = None
-    worker_state: str = "ready"
+    worker_state: str = READY
     ready_at: datetime | None = None
     max_cost_per_hour: float | None = None
     cost_usd: float | None = None  # accrued so far while live, final once ended
@@ -90,7 +100,7 @@ class Lease:
                 cost_per_hour=None if cost is None else float(cost),
                 failure_reason=_optional_str(data.get("failure_reason")),
                 # A service older than readiness hands out workers usable at once.
-                worker_state=str(data.get("worker_state") or "ready"),
+                worker_state=str(data.get("worker_state") or READY),
                 ready_at=_optional_time(data.get("ready_at")),
                 max_cost_per_hour=_optional_float(data.get("max_cost_per_hour")),
                 cost_usd=_optional_float(data.get("cost_usd")),
@@ -109,12 +119,12 @@ class Lease:
     @property
     def is_ready(self) -> bool:
         """True once the lease is active and its worker reported usable."""
-        return self.status == "active" and self.worker_state == "ready"
+        return self.status == ACTIVE and self.worker_state == READY
 
     @property
     def is_starting(self) -> bool:
         """True while the lease is live and its worker has not been reported usable yet."""
-        return self.status in ("pending", "active") and self.worker_state != "ready"
+        return self.status in USABLE_STATUSES and self.worker_state != READY
 
     def remaining(self, now: datetime | None = None) -> timedelta:
         """Time left until `expires_at` (negative once past), from `now` (default: the current time)."""

@@ -176,8 +176,8 @@ def is_budget(limit: Limit) -> bool:
 
 DAY_SECONDS = 86_400
 # A day's spend counter outlives its day by this much: the leases that may end that day give back what
-# they reserved on it when they end (at most MAX_TTL_SECONDS and the release lag after their last acquire
-# or renew), or later still when a release fails for long.
+# they reserved on it when they end (at most openapi.yaml's ttl_seconds maximum and the release lag after
+# their last acquire or renew), or later still when a release fails for long.
 SPEND_COUNTER_DAYS_KEPT = 3
 
 

@@ -30,14 +30,16 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound
+from scheduler.inputs import text_problem
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, format_time
+from scheduler.wire import HEADERS
 
 if TYPE_CHECKING:  # only the acquire path builds one
     from scheduler.request_models import LeaseRequest
 
-MAX_KEY_LENGTH = 255
+_KEY = HEADERS["Idempotency-Key"]
 _WAIT_SECONDS = 25.0  # below the acquire function's 30 s timeout
 
 
@@ -86,8 +88,9 @@ class IdempotentAcquire:
     ) -> AcquireOutcome:
         """`acquire()`'s outcome the first time a key is seen with this body; `Replayed` for a repeat whose
         lease is still usable, LeaseConflict (saying how it ended) for one whose lease is not."""
-        if not key or len(key) > MAX_KEY_LENGTH or not (key.isascii() and key.isprintable()):
-            raise InvalidRequest(f"Idempotency-Key must be 1..{MAX_KEY_LENGTH} printable ASCII characters")
+        if text_problem(key, _KEY) is not None:  # its pattern: printable ASCII
+            shortest, longest = _KEY.get("min_length", 0), _KEY.get("max_length")
+            raise InvalidRequest(f"Idempotency-Key must be {shortest}..{longest} printable ASCII characters")
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)

@@ -3,6 +3,12 @@ strict as a pydantic model with `extra="forbid"` and strict types, without pydan
 building (about 130 ms of the acquire function's init on the build machine, more than its Docker SDK).
 Problems come out as `errors.invalid_input` names them: one `{"field", "problem"}` per problem, in
 pydantic's wording.
+
+Every bound, length, pattern, enum, default and requirement is a rule of `scheduler.wire`, which
+`make contract` generates from openapi.yaml; what openapi.yaml cannot say stays here, named: a JSON
+integer is an integer literal (`600.0` is no ttl), a string is one UTF-8 can carry (`is_text`), a
+query's whole number is ASCII digits, of at most so many (`whole_number`), and a blank label is an
+absent one (`blank_is_absent`).
 """
 
 from __future__ import annotations
@@ -10,11 +16,14 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from enum import StrEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from scheduler.errors import InvalidRequest, invalid_input
+
+if TYPE_CHECKING:
+    from scheduler.wire import ChoiceRule, IntegerRule, NumberRule, TextMapRule, TextRule
 
 Choice = TypeVar("Choice", bound=StrEnum)
 _NOT_A_STRING = "Input should be a valid string"
@@ -56,9 +65,9 @@ def json_int(literal: str) -> int | LongNumber:
 
 
 class Fields:
-    """Reads the fields of one input (a JSON object or a query) and collects every problem with them."""
+    """Reads the fields of one input (a JSON object or a query) by their rules, collecting every problem."""
 
-    def __init__(self, data: Mapping[str, object], allowed: tuple[str, ...]) -> None:
+    def __init__(self, data: Mapping[str, object], allowed: Container[str]) -> None:
         self._data = data
         self.problems: list[dict[str, str]] = []
         self._extra = [name for name in data if name not in allowed]
@@ -69,105 +78,113 @@ class Fields:
     def text(
         self,
         name: str,
+        rule: TextRule,
         *,
-        max_length: int,
-        pattern: re.Pattern[str] | None = None,
         blank_is_absent: bool = False,
-        required: bool = False,
+        mismatch: str | None = None,
+        check_pattern: bool = True,
     ) -> str | None:
-        """A string field (absent or null, or blank when `blank_is_absent`: None, a problem when `required`);
-        no other JSON type is taken for one."""
+        """A string field (absent or null, or blank when `blank_is_absent`: None, a problem when the rule
+        requires it); no other JSON type is taken for one. `mismatch` words a value the rule's pattern refuses
+        (pydantic's words by default); `check_pattern=False` leaves the pattern to a reader that says more."""
         value = self._data.get(name)
         if value is None or (blank_is_absent and value == ""):
-            if required:
+            if rule["required"]:
                 self.problem(name, "Field required")
             return None
         if not is_text(value):
             self.problem(name, _NOT_A_STRING)
             return None
         assert isinstance(value, str)  # noqa: S101 - narrowing for mypy  # nosec B101
-        if len(value) > max_length:
-            self.problem(name, f"String should have at most {max_length} characters")
-            return None
-        if pattern is not None and not pattern.fullmatch(value):
-            self.problem(name, f"String should match pattern '^{pattern.pattern}$'")
+        problem = text_problem(value, rule, mismatch, check_pattern=check_pattern)
+        if problem is not None:
+            self.problem(name, problem)
             return None
         return value
 
-    def choice(self, name: str, choices: type[Choice]) -> Choice | None:
-        """One of an enum's values (absent or null: None)."""
+    def choice(self, name: str, rule: ChoiceRule, choices: type[Choice]) -> Choice | None:
+        """One of the rule's values, as `choices`' member (absent or null: None)."""
         value = self._data.get(name)
         if value is None:
             return None
-        return self._member(name, value, choices)
+        return self._member(name, value, rule, choices)
 
-    def required_choice(self, name: str, choices: type[Choice]) -> Choice | None:
-        """One of an enum's values, which must be there (None only alongside a problem)."""
+    def required_choice(self, name: str, rule: ChoiceRule, choices: type[Choice]) -> Choice | None:
+        """One of the rule's values, which must be there (None only alongside a problem)."""
         if name not in self._data:
             self.problem(name, "Field required")
             return None
-        return self._member(name, self._data[name], choices)
+        return self._member(name, self._data[name], rule, choices)
 
-    def choice_or(self, name: str, choices: type[Choice], default: Choice) -> Choice:
-        """One of an enum's values, `default` when absent; null is no value of it."""
+    def choice_or(self, name: str, rule: ChoiceRule, choices: type[Choice]) -> Choice:
+        """One of the rule's values, its default when absent; null is no value of it."""
+        default = choices(rule["default"])
         if name not in self._data:
             return default
-        return self._member(name, self._data[name], choices) or default
+        return self._member(name, self._data[name], rule, choices) or default
 
-    def _member(self, name: str, value: object, choices: type[Choice]) -> Choice | None:
-        if isinstance(value, str) and value in choices._value2member_map_:
+    def _member(self, name: str, value: object, rule: ChoiceRule, choices: type[Choice]) -> Choice | None:
+        if isinstance(value, str) and value in rule["enum"]:
             return choices(value)
-        self.problem(name, "Input should be " + " or ".join(f"'{choice.value}'" for choice in choices))
+        self.problem(name, "Input should be " + " or ".join(f"'{choice}'" for choice in rule["enum"]))
         return None
 
-    def whole_number(self, name: str, default: int, lowest: int, highest: int, message: str, *, digits: int) -> int:
+    def whole_number(self, name: str, rule: IntegerRule, *, digits: int, unit: str | None = None) -> int:
         """A whole number (a JSON integer, or a query's ASCII digits, at most `digits` of them after any
-        leading zeros) in lowest..highest; `message` names the rule when the value is no whole number at all."""
+        leading zeros) within the rule's bounds, its default when absent; a value that is no whole number
+        at all is named as such, in `unit`s."""
+        default = rule["default"]
         value = self._data.get(name)
         if value is None and name not in self._data:
             return default
         if isinstance(value, str):
             if not (value.isascii() and value.isdigit() and len(value.lstrip("0")) <= digits):
-                self.problem(name, f"Value error, {message}")
+                lowest, highest = rule.get("minimum"), rule.get("maximum")
+                counted = f" of {unit}" if unit else ""
+                self.problem(name, f"Value error, {name} must be a whole number{counted} from {lowest} to {highest}")
                 return default
             number = int(value)
-            self._within(name, number, lowest, highest)
+            self._within(name, number, rule)
             return number
-        found = self._integer(name, value, lowest, highest)
+        found = self._integer(name, value, rule)
         return default if found is None else found
 
-    def strict_int(self, name: str, lowest: int, highest: int) -> int | None:
-        """A JSON integer (never a float, string or boolean) in lowest..highest; absent or null: None."""
+    def strict_int(self, name: str, rule: IntegerRule) -> int | None:
+        """A JSON integer (never a float, string or boolean) within the rule's bounds; absent or null: None."""
         value = self._data.get(name)
         if value is None:
             return None
-        return self._integer(name, value, lowest, highest)
+        return self._integer(name, value, rule)
 
-    def strict_int_or(self, name: str, default: int, lowest: int, highest: int) -> int:
-        """A JSON integer in lowest..highest, `default` when absent; null is no integer."""
+    def strict_int_or(self, name: str, rule: IntegerRule) -> int:
+        """A JSON integer within the rule's bounds, its default when absent; null is no integer."""
         if name not in self._data:
-            return default
-        found = self._integer(name, self._data[name], lowest, highest)
-        return default if found is None else found
+            return rule["default"]
+        found = self._integer(name, self._data[name], rule)
+        return rule["default"] if found is None else found
 
-    def _integer(self, name: str, value: object, lowest: int, highest: int) -> int | None:
+    def _integer(self, name: str, value: object, rule: IntegerRule) -> int | None:
         if isinstance(value, LongNumber):
             self.problem(name, value.problem)
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             self.problem(name, "Input should be a valid integer")
             return None
-        self._within(name, value, lowest, highest)
+        self._within(name, value, rule)
         return value
 
-    def _within(self, name: str, value: float, lowest: float, highest: float) -> None:
-        if value < lowest:
+    def _within(self, name: str, value: float, rule: IntegerRule | NumberRule) -> bool:
+        lowest, highest = rule.get("minimum"), rule.get("maximum")
+        if lowest is not None and value < lowest:
             self.problem(name, f"Input should be greater than or equal to {lowest}")
-        elif value > highest:
+            return False
+        if highest is not None and value > highest:
             self.problem(name, f"Input should be less than or equal to {highest}")
+            return False
+        return True
 
-    def amount(self, name: str, lowest: float, highest: float) -> float | None:
-        """A JSON number in lowest..highest (an integer taken as its float; never a string, a boolean or
+    def amount(self, name: str, rule: NumberRule) -> float | None:
+        """A JSON number within the rule's bounds (an integer taken as its float; never a string, a boolean or
         a non-finite value, which Python's JSON decoder lets through); absent or null: None."""
         value = self._data.get(name)
         if value is None:
@@ -181,47 +198,46 @@ class Fields:
         if isinstance(value, float) and not math.isfinite(value):
             self.problem(name, "Input should be a finite number")
             return None
-        self._within(name, value, lowest, highest)  # before float(): a 400-digit integer has no float
-        return float(value) if lowest <= value <= highest else None
+        # compared before float(): a 400-digit integer has no float
+        return float(value) if self._within(name, value, rule) else None
 
-    def flag(self, name: str, default: bool) -> bool:
-        """A query's `true` or `false` (or a JSON boolean); `default` when absent."""
+    def flag(self, name: str, rule: ChoiceRule) -> bool:
+        """A query's `true` or `false` (or a JSON boolean), the rule's values; its default when absent."""
+        default = rule["default"] == "true"
         value = self._data.get(name)
         if value is None and name not in self._data:
             return default
         if isinstance(value, bool):
             return value
-        if value in ("true", "false"):
+        if value in rule["enum"]:
             return value == "true"
         self.problem(name, f"Value error, {name} must be true or false")
         return default
 
-    def text_map(
-        self, name: str, *, max_entries: int, key_pattern: re.Pattern[str], max_value_length: int
-    ) -> dict[str, str]:
-        """A JSON object of strings to strings: at most `max_entries`, keys matching `key_pattern`,
-        values of at most `max_value_length` characters with no NUL; `{}` when absent."""
+    def text_map(self, name: str, rule: TextMapRule, *, mismatch: str | None = None) -> dict[str, str]:
+        """A JSON object of strings to strings: at most the rule's entries, keys matching its key pattern, each
+        value by the rule's value rule (`mismatch` words a value its pattern refuses); `{}` when absent."""
         value = self._data.get(name, {})
         if not isinstance(value, dict):
             self.problem(name, "Input should be a valid dictionary")
             return {}
-        if len(value) > max_entries:
-            self.problem(name, f"Dictionary should have at most {max_entries} items after validation, not {len(value)}")
+        most = rule.get("max_properties")
+        if most is not None and len(value) > most:
+            self.problem(name, f"Dictionary should have at most {most} items after validation, not {len(value)}")
             return {}
         found: dict[str, str] = {}
         for key, item in value.items():
-            if not is_text(item):
-                self.problem(f"{name}.{_shown(key)}", _NOT_A_STRING)
-            elif len(item) > max_value_length:
-                self.problem(f"{name}.{_shown(key)}", f"String should have at most {max_value_length} characters")
-            elif "\x00" in item:
-                self.problem(f"{name}.{_shown(key)}", "String should not contain NUL")
-            else:
+            problem = text_problem(item, rule["value"], mismatch) if is_text(item) else _NOT_A_STRING
+            if problem is None:
                 found[key] = item
-        bad = sorted(key for key in value if not (is_text(key) and key_pattern.fullmatch(key)))
-        if bad:
-            shown = ", ".join(_shown(key) for key in bad[:5])
-            self.problem(name, f"Value error, {name} keys must match {key_pattern.pattern}: {shown}")
+            else:
+                self.problem(f"{name}.{_shown(key)}", problem)
+        key_pattern = rule.get("key_pattern")
+        if key_pattern is not None:
+            bad = sorted(key for key in value if not (is_text(key) and re.fullmatch(key_pattern, key)))
+            if bad:
+                shown = ", ".join(_shown(key) for key in bad[:5])
+                self.problem(name, f"Value error, {name} keys must match {key_pattern}: {shown}")
         return found
 
     def check(self, what: str) -> None:
@@ -232,13 +248,27 @@ class Fields:
             raise invalid_input(what, self.problems)
 
 
+def text_problem(value: str, rule: TextRule, mismatch: str | None = None, *, check_pattern: bool = True) -> str | None:
+    """What is wrong with a string by `rule` (None: nothing). Its pattern is compiled on first use (`re` keeps
+    it), so that a function's init compiles none it never uses."""
+    longest, shortest, pattern = rule.get("max_length"), rule.get("min_length"), rule.get("pattern")
+    if longest is not None and len(value) > longest:
+        return f"String should have at most {longest} characters"
+    if shortest is not None and len(value) < shortest:
+        return f"String should have at least {shortest} characters"
+    if check_pattern and pattern is not None and not re.fullmatch(pattern, value):
+        return mismatch or f"String should match pattern '^{pattern}$'"
+    return None
+
+
 def _shown(text: str) -> str:
     """`text` for a message: what UTF-8 cannot carry escaped (a lone surrogate would break the answer)."""
     return text.encode("utf-8", "backslashreplace").decode()
 
 
-def fields_of(data: object, what: str, allowed: tuple[str, ...]) -> Fields:
-    """A JSON object's (or a query's) fields; InvalidRequest when `data` is no object."""
+def fields_of(data: object, what: str, allowed: Container[str]) -> Fields:
+    """A JSON object's (or a query's) fields, `allowed` their names (a table of rules); InvalidRequest when
+    `data` is no object."""
     if not isinstance(data, Mapping):
         raise InvalidRequest(f"{what} must be a JSON object")
     return Fields(data, allowed)

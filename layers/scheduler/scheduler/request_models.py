@@ -1,60 +1,52 @@
 """The inputs with many rules: the acquire body (`POST /v1/lease`) and the usage query (`GET /v1/usage`),
-validated by hand (`scheduler.inputs`) as strictly as the contract (`openapi.yaml`) describes them.
+validated by hand (`scheduler.inputs`) by the contract's rules (`scheduler.wire`, from `openapi.yaml`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import date
 from enum import StrEnum
 from types import MappingProxyType
-from typing import NamedTuple, Self
+from typing import TYPE_CHECKING, NamedTuple, Self
 
+from scheduler import wire
 from scheduler.inputs import Fields, fields_of
-from scheduler.models import (
-    DEFAULT_TTL_SECONDS,
-    MAX_COST_PER_HOUR,
-    MAX_ENV_ENTRIES,
-    MAX_ENV_VALUE_CHARS,
-    MAX_LABEL_CHARS,
-    MAX_TTL_SECONDS,
-    MIN_COST_PER_HOUR,
-    OWNER_ID,
-    GpuClass,
-    WorkerKind,
-)
+from scheduler.models import GpuClass, WorkerKind
 
-_ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+if TYPE_CHECKING:
+    from scheduler.wire import TextRule
+
+# The body's pattern admits "" as well, the absent owner; a value it refuses is told an owner's own pattern.
+_NOT_AN_OWNER = f"String should match pattern '^{wire.LIST_LEASES_QUERY['owner_id']['pattern']}$'"
 
 
 class LeaseRequest(NamedTuple):
     """Body of `POST /v1/lease` (`_replace` gives a changed copy)."""
 
     kind: WorkerKind
-    gpu: GpuClass = GpuClass.NONE
-    ttl_seconds: int = DEFAULT_TTL_SECONDS
+    gpu: GpuClass = GpuClass(wire.LEASE_REQUEST["gpu"]["default"])
+    ttl_seconds: int = wire.LEASE_REQUEST["ttl_seconds"]["default"]
     owner_id: str | None = None
     correlation_id: str | None = None
     region: str | None = None
-    max_cost_per_hour: float | None = None  # USD per hour, from one micro-dollar up
+    max_cost_per_hour: float | None = None  # USD per hour
     env: Mapping[str, str] = MappingProxyType({})
 
     @classmethod
     def parse(cls, data: object) -> Self:
         """From the decoded JSON body; InvalidRequest naming each problem otherwise. A blank label is
         an absent one."""
-        body = fields_of(data, "request body", cls._fields)
-        kind = body.required_choice("kind", WorkerKind)
-        gpu = body.choice_or("gpu", GpuClass, GpuClass.NONE)
-        ttl_seconds = body.strict_int_or("ttl_seconds", DEFAULT_TTL_SECONDS, 1, MAX_TTL_SECONDS)
-        owner_id = body.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID, blank_is_absent=True)
-        correlation_id = body.text("correlation_id", max_length=MAX_LABEL_CHARS, blank_is_absent=True)
-        region = body.text("region", max_length=MAX_LABEL_CHARS, blank_is_absent=True)
-        max_cost_per_hour = body.amount("max_cost_per_hour", MIN_COST_PER_HOUR, MAX_COST_PER_HOUR)
-        env = body.text_map(
-            "env", max_entries=MAX_ENV_ENTRIES, key_pattern=_ENV_KEY, max_value_length=MAX_ENV_VALUE_CHARS
-        )
+        rules = wire.LEASE_REQUEST
+        body = fields_of(data, "request body", rules)
+        kind = body.required_choice("kind", rules["kind"], WorkerKind)
+        gpu = body.choice_or("gpu", rules["gpu"], GpuClass)
+        ttl_seconds = body.strict_int_or("ttl_seconds", rules["ttl_seconds"])
+        owner_id = body.text("owner_id", rules["owner_id"], blank_is_absent=True, mismatch=_NOT_AN_OWNER)
+        correlation_id = body.text("correlation_id", rules["correlation_id"], blank_is_absent=True)
+        region = body.text("region", rules["region"], blank_is_absent=True)
+        max_cost_per_hour = body.amount("max_cost_per_hour", rules["max_cost_per_hour"])
+        env = body.text_map("env", rules["env"], mismatch="String should not contain NUL")
         body.check("request body")
         assert kind is not None  # noqa: S101 - check() refused a missing kind  # nosec B101
         return cls(
@@ -89,35 +81,33 @@ class UsageGrouping(StrEnum):
     PROVIDER = "provider"
 
 
-# ASCII digits only: `\d` takes any script's digits (٢٠٢٦), which `date.fromisoformat` refuses.
-_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
 class UsageQuery(NamedTuple):
     """Query of `GET /v1/usage`: UTC days `since`..`until` (inclusive; default today), one owner or all."""
 
     owner_id: str | None = None
     since: str | None = None
     until: str | None = None
-    group_by: UsageGrouping = UsageGrouping.OWNER
+    group_by: UsageGrouping = UsageGrouping(wire.GET_USAGE_QUERY["group_by"]["default"])
 
     @classmethod
     def parse(cls, data: object) -> Self:
         """From the query string's parameters; InvalidRequest naming each problem otherwise."""
-        query = fields_of(data, "query", cls._fields)
+        rules = wire.GET_USAGE_QUERY
+        query = fields_of(data, "query", rules)
         found = cls(
-            owner_id=query.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID),
-            since=_day(query, "since"),
-            until=_day(query, "until"),
-            group_by=query.choice_or("group_by", UsageGrouping, UsageGrouping.OWNER),
+            owner_id=query.text("owner_id", rules["owner_id"]),
+            since=_day(query, "since", rules["since"]),
+            until=_day(query, "until", rules["until"]),
+            group_by=query.choice_or("group_by", rules["group_by"], UsageGrouping),
         )
         query.check("query")
         return found
 
 
-def _day(query: Fields, name: str) -> str | None:
-    """A UTC day, YYYY-MM-DD, that exists (2026-02-30 does not)."""
-    value = query.text(name, max_length=10, pattern=_DAY)
+def _day(query: Fields, name: str, rule: TextRule) -> str | None:
+    """A UTC day, YYYY-MM-DD by the rule's pattern (ASCII digits), that exists (2026-02-30 does not): the
+    rule's `format: date`, which no pattern can say."""
+    value = query.text(name, rule)
     if value is not None:
         try:
             date.fromisoformat(value)  # what the usage report reads it with

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-DEFAULT_TAIL = 200
-MAX_TAIL = 5_000
+from scheduler.wire import GET_LEASE_LOGS_QUERY
+
+DEFAULT_TAIL = GET_LEASE_LOGS_QUERY["tail"]["default"]  # openapi.yaml's: what a logs query without `tail` reads
 # Lambda answers at most 6 MB (JSON-escaped); a megabyte of text is what a terminal can use.
 MAX_LOG_BYTES = 1_048_576
 NANOS = 1_000_000_000

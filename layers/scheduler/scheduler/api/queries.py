@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Self
 
+from scheduler import wire
 from scheduler.inputs import fields_of
-from scheduler.models import MAX_LABEL_CHARS, MAX_TOKEN_CHARS, OWNER_ID
-from scheduler.worker_logs import DEFAULT_TAIL, MAX_TAIL, LogQuery, parse_rfc3339_ns
+from scheduler.worker_logs import DEFAULT_TAIL, LogQuery, parse_rfc3339_ns
+
+_NOT_RFC3339 = "Value error, since must be an RFC 3339 date-time, e.g. 2026-11-30T17:00:00Z"
 
 
 class LogsQuery(NamedTuple):
@@ -14,19 +16,19 @@ class LogsQuery(NamedTuple):
 
     tail: int = DEFAULT_TAIL
     since: str | None = None
-    timestamps: bool = False
+    timestamps: bool = wire.GET_LEASE_LOGS_QUERY["timestamps"]["default"] == "true"
 
     @classmethod
     def parse(cls, data: object) -> Self:
         """From the query string's parameters; InvalidRequest naming each problem otherwise."""
-        query = fields_of(data, "query", ("tail", "since", "timestamps"))
-        tail = query.whole_number(
-            "tail", DEFAULT_TAIL, 1, MAX_TAIL, f"tail must be a whole number from 1 to {MAX_TAIL}", digits=9
-        )
-        since = query.text("since", max_length=64)
+        rules = wire.GET_LEASE_LOGS_QUERY
+        query = fields_of(data, "query", rules)
+        tail = query.whole_number("tail", rules["tail"], digits=9)
+        # The pattern is RFC 3339's grammar; `format: date-time` (a day and time that exist) is the reader's.
+        since = query.text("since", rules["since"], mismatch=_NOT_RFC3339)
         if since is not None and parse_rfc3339_ns(since) is None:
-            query.problem("since", "Value error, since must be an RFC 3339 date-time, e.g. 2026-11-30T17:00:00Z")
-        found = cls(tail=tail, since=since, timestamps=query.flag("timestamps", False))
+            query.problem("since", _NOT_RFC3339)
+        found = cls(tail=tail, since=since, timestamps=query.flag("timestamps", rules["timestamps"]))
         query.check("query")
         return found
 
@@ -45,9 +47,10 @@ class OwnerReleaseQuery(NamedTuple):
     @classmethod
     def parse(cls, data: object) -> Self:
         """From the query string's parameters; InvalidRequest naming each problem otherwise."""
-        query = fields_of(data, "query", ("owner_id", "next_token"))
-        owner_id = query.text("owner_id", max_length=MAX_LABEL_CHARS, pattern=OWNER_ID, required=True)
-        next_token = query.text("next_token", max_length=MAX_TOKEN_CHARS)
+        rules = wire.RELEASE_OWNER_LEASES_QUERY
+        query = fields_of(data, "query", rules)
+        owner_id = query.text("owner_id", rules["owner_id"])
+        next_token = query.text("next_token", rules["next_token"])
         query.check("query")
         assert owner_id is not None  # noqa: S101 - check() refused a missing owner  # nosec B101
         return cls(owner_id=owner_id, next_token=next_token)
