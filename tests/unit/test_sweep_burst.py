@@ -27,7 +27,7 @@ def _expired(leases: Leases, provider: MemoryProvider, count: int) -> list[str]:
 
 
 def test_due_leases_are_released_several_at_once(store: LeaseStore, leases: Leases) -> None:
-    provider = memory_provider(release_seconds=0.2)
+    provider = memory_provider(releases_meet=3)
     ids = _expired(leases, provider, 6)
 
     report = sweep(context(store, registry_of(provider), clock=lambda: LATER, sweep_concurrency=3))

@@ -64,6 +64,7 @@ class MemoryProvider(Provider):
     booting: dict[str, Readiness] = field(default_factory=dict)  # token → what readiness answers
     readiness_calls: list[str] = field(default_factory=list)  # tokens asked about
     release_seconds: float = 0.0
+    releases_meet: int = 0  # each release waits (at most 5 s) until this many have been in flight at once
     ends_after_expiry_seconds: float | None = None
     most_releasing_at_once: int = 0
     workers: dict[str, ManagedWorker] = field(default_factory=dict)
@@ -74,6 +75,7 @@ class MemoryProvider(Provider):
     output: dict[str, list[LogLine]] = field(default_factory=dict)  # token → what its worker printed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _releasing: int = field(default=0, repr=False)
+    _in_flight: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def available(self, request: LeaseRequest) -> bool:
         return request.gpu in self.gpus
@@ -138,14 +140,18 @@ class MemoryProvider(Provider):
             self.stopped[token] = reason
 
     def release(self, lease_id: str, token: str | None, deadline: Deadline | None = None) -> None:
-        if self.release_seconds > 0:
-            with self._lock:
+        if self.release_seconds > 0 or self.releases_meet > 0:
+            with self._in_flight:
                 self._releasing += 1
                 self.most_releasing_at_once = max(self.most_releasing_at_once, self._releasing)
+                self._in_flight.notify_all()
+                # Until `releases_meet` releases have been in flight at once (or a while): a test of concurrency
+                # then sees it whatever the machine's speed, and a caller that never gets there still finishes.
+                self._in_flight.wait_for(lambda: self.most_releasing_at_once >= self.releases_meet, timeout=5)
             try:
                 time.sleep(self.release_seconds)  # outside the lock: slow releases overlap, as a provider's do
             finally:
-                with self._lock:
+                with self._in_flight:
                     self._releasing -= 1
         with self._lock:
             self.release_calls.append(lease_id)
