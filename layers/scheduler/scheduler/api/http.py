@@ -14,15 +14,17 @@ from aws_lambda_powertools import Logger
 
 from scheduler.errors import (
     BudgetExceeded,
+    Conflict,
+    Forbidden,
     InvalidRequest,
-    LeaseConflict,
     LeaseNotFound,
     NoCapacity,
-    NotLeaseOwner,
+    NotFound,
     ProviderFailed,
     QuotaExceeded,
     SchedulerError,
     StoreUnavailable,
+    Unauthorized,
     WorkerLogsGone,
 )
 from scheduler.inputs import is_text, json_int
@@ -38,9 +40,10 @@ Response = dict[str, Any]
 # The one place a domain error becomes an HTTP status and an error code (openapi.yaml, schema Error).
 ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     InvalidRequest: (400, "invalid_request"),
-    NotLeaseOwner: (403, "forbidden"),
-    LeaseNotFound: (404, "not_found"),
-    LeaseConflict: (409, "conflict"),
+    Unauthorized: (401, "unauthorized"),
+    Forbidden: (403, "forbidden"),
+    NotFound: (404, "not_found"),
+    Conflict: (409, "conflict"),
     WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),
     BudgetExceeded: (429, "budget_exceeded"),
