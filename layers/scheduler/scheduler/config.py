@@ -292,6 +292,7 @@ def _probe_path(raw: str) -> str:
 
 API_VERSION = _api_version  # for providers whose settings take an Engine API version
 
+
 def principal_arns(raw: str) -> tuple[str, ...]:
     """A comma list of IAM user or role ARNs (`arn:aws:iam::123456789012:role/ops`): an assumed-role session is
     matched by its role, so a session ARN (which ends with one session's name) names no operator."""

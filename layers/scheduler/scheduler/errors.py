@@ -38,6 +38,11 @@ class Forbidden(SchedulerError):
     """The caller is known, and may not do this (`scheduler.callers.access`)."""
 
 
+class OtherOwnersLease(LeaseNotFound):
+    """A service caller asked for another owner's lease: answered word for word as a lease that does not exist,
+    and logged and counted as the refused authorization it is."""
+
+
 class NotLeaseOwner(Forbidden):
     """The lease has an owner and the caller is not it."""
 

@@ -16,6 +16,7 @@ from scheduler.config import Settings, get_settings
 from scheduler.deadline import Deadline
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
+    from scheduler.api.identity import Identity
     from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.liveness import ReadCheck
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.providers.base import Provider
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
+    from scheduler.store.callers import CallerStore
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
 # timeout). The reserve covers what follows the provider calls (recording the outcome, answering)
@@ -34,7 +36,18 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff")
+_PARTS = (
+    "store",
+    "providers",
+    "limits",
+    "metrics",
+    "idempotency",
+    "read_check",
+    "readiness",
+    "handoff",
+    "callers",
+    "identity",
+)
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -136,6 +149,26 @@ class Runtime:
         )
 
     @cached_property
+    def callers(self) -> CallerStore:
+        """The callers registry (CALLERS_TABLE), on the lease store's DynamoDB client."""
+        from scheduler.store.callers import CallerStore
+        from scheduler.store.retries import Backoff
+
+        # The lease store's client when this runtime has one (a test's embedded DynamoDB); else its own, so that
+        # the token authorizer loads no lease store at all.
+        client = self.__dict__["store"].client if "store" in self.__dict__ else dynamodb_client()
+        return CallerStore(
+            self.settings.callers_table, client, retry=Backoff(budget_seconds=self.settings.store_retry_seconds)
+        )
+
+    @cached_property
+    def identity(self) -> Identity:
+        """Who is calling, as AUTH_MODE says (the registry is read only in iam mode, and only when first needed)."""
+        from scheduler.api.identity import Identity
+
+        return Identity(self.settings, lambda: self.callers)
+
+    @cached_property
     def handoff(self) -> Handoff:
         """Where a scheduled run hands on what it could not finish: its own function, invoked asynchronously."""
         from scheduler.handoff import LambdaHandoff
@@ -150,11 +183,7 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
     from scheduler.store.retries import Backoff
 
     if client is None:
-        import boto3
-        from botocore.config import Config
-
-        config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
-        client = boto3.client("dynamodb", config=config)
+        client = dynamodb_client()
     return LeaseStore(
         settings.leases_table,
         client,
@@ -165,3 +194,12 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
         retry=Backoff(budget_seconds=settings.store_retry_seconds),
         usage_table=settings.usage_table,
     )
+
+
+def dynamodb_client() -> Any:
+    """A DynamoDB client with bounded timeouts and standard retries."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
+    return boto3.client("dynamodb", config=config)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from scheduler.callers.model import Caller, Role
-from scheduler.errors import Forbidden, LeaseNotFound, NotLeaseOwner, invalid_input
+from scheduler.errors import Forbidden, NotLeaseOwner, OtherOwnersLease, invalid_input
 from scheduler.lifecycle import owner_may_act
 
 Owners = tuple[str, ...] | None  # the owners a list, bulk release or usage report covers; None: every owner
@@ -84,7 +84,7 @@ def lease_access(
         refuse_change(caller)
     if caller.role is Role.SERVICE and lease_owner not in caller.owners:
         # Not "forbidden": to a service another owner's lease does not exist (its id reveals nothing).
-        raise LeaseNotFound(f"lease {lease_id} not found")
+        raise OtherOwnersLease(f"lease {lease_id} not found")
     return lease_owner
 
 

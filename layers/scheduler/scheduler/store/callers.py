@@ -16,6 +16,7 @@ is gone once it answers.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from scheduler.callers.model import Caller, CallerRecord, Role, principal_key
@@ -220,7 +221,7 @@ class CallerStore(TableClient):
 
     def _delete_mapping(self, principal: str, name: str) -> None:
         """Remove a principal's mapping if it is `name`'s (never another caller's)."""
-        try:
+        with contextlib.suppress(self._errors.ConditionalCheckFailedException):
             self._call(
                 "DeleteItem",
                 TableName=self.table_name,
@@ -229,12 +230,11 @@ class CallerStore(TableClient):
                 ExpressionAttributeNames={"#caller": "caller"},
                 ExpressionAttributeValues={":name": string_attr(name)},
             )
-        except self._errors.ConditionalCheckFailedException:
-            pass
 
     def _expire(self, token: str, epoch: int) -> None:
         """End a token's life at `epoch` (or sooner, if it was to end sooner already)."""
-        try:
+        # Gone already, or ending sooner: left as it is.
+        with contextlib.suppress(self._errors.ConditionalCheckFailedException):
             self._call(
                 "UpdateItem",
                 TableName=self.table_name,
@@ -247,5 +247,3 @@ class CallerStore(TableClient):
                     ":ttl": number_attr(epoch + _TOKEN_TTL_SLACK_SECONDS),
                 },
             )
-        except self._errors.ConditionalCheckFailedException:
-            pass  # gone already, or ending sooner
