@@ -26,7 +26,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
-from scheduler.callers.model import PRINCIPAL_ARN
+from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
 
@@ -297,7 +297,7 @@ def principal_arns(raw: str) -> tuple[str, ...]:
     """A comma list of IAM user or role ARNs (`arn:aws:iam::123456789012:role/ops`): an assumed-role session is
     matched by its role, so a session ARN (which ends with one session's name) names no operator."""
     found = names(raw)
-    bad = [arn for arn in found if not PRINCIPAL_ARN.fullmatch(arn)]
+    bad = [arn for arn in found if not is_principal_arn(arn)]
     if bad:
         raise ValueError(f"each entry must be an IAM user or role ARN (arn:aws:iam::<account>:role/<name>): {bad[0]}")
     return found

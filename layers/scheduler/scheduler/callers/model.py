@@ -38,8 +38,9 @@ class Caller(NamedTuple):
 SHARED_SECRET = Caller("shared-secret", Role.SERVICE, asserted=True)
 BOOTSTRAP_OPERATOR = Caller("admin", Role.OPERATOR)
 
+# Patterns as text, compiled where first used: every API function imports this module at its cold start, and
+# compiling them (`re` is pure Python) would cost it millions of instructions for nothing in secret mode.
 NAME_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}$"
-NAME = re.compile(NAME_PATTERN.removeprefix("^").removesuffix("$"))
 # Names the service writes itself where a caller's name goes (a lease's created_by and ended_by): no caller
 # may take one, so that an audit line never reads as another actor's.
 RESERVED_NAMES = frozenset({BOOTSTRAP_OPERATOR.name, SHARED_SECRET.name, "sweep", "ttl-stream", "reconciler"})
@@ -47,17 +48,21 @@ MAX_OWNERS = 32
 
 # An IAM user or role (what API Gateway reports as `userArn` for a SigV4 request by one).
 PRINCIPAL_ARN_PATTERN = "^arn:aws(-[a-z]+)*:iam::[0-9]{12}:(user|role)/[!-~]{1,512}$"
-PRINCIPAL_ARN = re.compile(PRINCIPAL_ARN_PATTERN.removeprefix("^").removesuffix("$"))
 # An assumed-role session: `arn:aws:sts::<account>:assumed-role/<role>/<session>` (a role's path is not in it).
-_SESSION = re.compile(r"arn:(aws(?:-[a-z]+)*):sts::([0-9]{12}):assumed-role/([^/]+)/[!-~]+")
-_ROLE = re.compile(r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):role/(?:[!-~]*/)?([^/]+)")
+_SESSION = r"arn:(aws(?:-[a-z]+)*):sts::([0-9]{12}):assumed-role/([^/]+)/[!-~]+"
+_ROLE = r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):role/(?:[!-~]*/)?([^/]+)"
+
+
+def is_principal_arn(value: str) -> bool:
+    """An IAM user or role ARN (what OPERATOR_PRINCIPALS and a caller's principal_arn name)."""
+    return re.fullmatch(PRINCIPAL_ARN_PATTERN, value) is not None
 
 
 def principal_key(arn: str) -> str:
     """The IAM identity an ARN stands for, as the registry keys it: an assumed-role session is its role, and a
     role is named without its path (a session ARN carries the role's name only, and a role's name is unique in
     its account whatever its path): `arn:aws:iam::<account>:role/<name>`. A user ARN is itself."""
-    found = _SESSION.fullmatch(arn) or _ROLE.fullmatch(arn)
+    found = re.fullmatch(_SESSION, arn) or re.fullmatch(_ROLE, arn)
     if found is None:
         return arn
     partition, account, role = found.groups()

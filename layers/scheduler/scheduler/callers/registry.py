@@ -5,12 +5,13 @@ them, and the use cases. Operators only (`access.require_operator`, checked by t
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, NamedTuple, Self
 
 from scheduler.callers.model import (
     MAX_OWNERS,
-    NAME,
-    PRINCIPAL_ARN,
+    NAME_PATTERN,
+    PRINCIPAL_ARN_PATTERN,
     RESERVED_NAMES,
     Caller,
     CallerRecord,
@@ -25,6 +26,8 @@ from scheduler.models import MAX_LABEL_CHARS, OWNER_ID
 if TYPE_CHECKING:
     from scheduler.store.callers import CallerStore
 
+NAME = re.compile(NAME_PATTERN.removeprefix("^").removesuffix("$"))
+PRINCIPAL_ARN = re.compile(PRINCIPAL_ARN_PATTERN.removeprefix("^").removesuffix("$"))
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 _MAX_ARN_CHARS = 1024
 
