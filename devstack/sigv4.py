@@ -27,7 +27,7 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "execute-api"
 MAX_SKEW = timedelta(minutes=5)
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
-_PARAMETER = re.compile(r"\s*(Credential|SignedHeaders|Signature)=([^,\s]*)\s*")
+_PARAMETER = re.compile(r"[ \t]*(Credential|SignedHeaders|Signature)=([^, \t]*)[ \t]*")
 
 # API Gateway's own messages (its 403 body is {"message": ...}).
 FORBIDDEN = "Forbidden"

@@ -55,7 +55,7 @@ _ROLE = r"arn:(aws(?:-[a-z]+)*):iam::([0-9]{12}):role/(?:[!-~]*/)?([^/]+)"
 
 def is_principal_arn(value: str) -> bool:
     """An IAM user or role ARN (what OPERATOR_PRINCIPALS and a caller's principal_arn name)."""
-    return re.fullmatch(PRINCIPAL_ARN_PATTERN, value) is not None
+    return re.fullmatch(PRINCIPAL_ARN_PATTERN.removeprefix("^").removesuffix("$"), value) is not None
 
 
 def principal_key(arn: str) -> str:
