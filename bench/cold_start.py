@@ -35,6 +35,7 @@ from bench.common import LAYER, REPO, CpuSnapshot, Target, busy_since, envelope,
 FUNCTIONS = functions()
 TARGET_FUNCTIONS = (
     "health",
+    "authorizer",
     "acquire_lease",
     "list_leases",
     "get_lease",
@@ -46,7 +47,9 @@ TARGET_FUNCTIONS = (
 )
 # Each timed function's limit, as a multiple of the boto3 floor measured in the same run (issue 16).
 RATIO_LIMITS = {"acquire_lease": 1.30, "sweep_expired": 1.2, "ttl_stream": 1.2, "reconcile_workers": 1.2}
-READ_RATIO_LIMIT = 1.12  # get, list, release, renew
+READ_RATIO_LIMIT = 1.12  # get, list, release, renew; the authorizer (every request API Gateway has not cached)
+# Subjects measured once more under another configuration: (name, function, its variables).
+VARIANTS = (("authorizer (AUTH_MODE=token)", "authorizer", (("AUTH_MODE", "token"),)),)
 TARGET_SITE = "lambda-bytecode"  # the ratios are targets in the deployed layout; the venv's are figures
 MEMORY_MB = {"health": 128, "authorizer": 128}  # template.yaml; every other function: Globals 256
 DEFAULT_MEMORY_MB = 256
@@ -172,6 +175,11 @@ class Subject:
     paths: str = "function"  # what goes on sys.path: "none", "runtime" (floor), "layer", "function"
     timed: bool = True  # in the interleaved rounds; else only a few runs for peak RSS
     sites: tuple[str, ...] = SITES
+    environment: tuple[tuple[str, str], ...] = ()  # variables beyond ENVIRONMENT (a variant's configuration)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return CHILD_ENVIRONMENT | dict(self.environment)
 
 
 WHAT_IF_SITE = "lambda-bytecode"
@@ -185,6 +193,7 @@ def subjects(what_ifs: bool) -> list[Subject]:
         Subject(BARE, paths="none"),
         Subject(BOTO3, code="import boto3; boto3.client('dynamodb')", paths="runtime"),
         *(Subject(function, function) for function in TARGET_FUNCTIONS),
+        *(Subject(name, function, environment=environment) for name, function, environment in VARIANTS),
         *(
             Subject(function, function, timed=False, sites=SITES)
             for function in FUNCTIONS
@@ -244,9 +253,7 @@ def run_once(subject: Subject, site: Site) -> tuple[float, float, float, float]:
     """(wall ms, CPU ms, in-process init ms, peak RSS MB) of one fresh process."""
     command = [sys.executable, *site.flags, "-c", snippet(subject, site)]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, env=CHILD_ENVIRONMENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/"
-    )
+    process = subprocess.Popen(command, env=subject.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/")
     assert process.stdout is not None
     output = process.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(process.pid, 0)
@@ -265,7 +272,7 @@ def importtime(subject: Subject, site: Site, repeats: int = 2, top: int = 12) ->
     self_ms: dict[str, float] = {}
     totals: list[float] = []
     for _ in range(repeats):
-        done = subprocess.run(command, env=CHILD_ENVIRONMENT, capture_output=True, text=True, cwd="/")
+        done = subprocess.run(command, env=subject.env, capture_output=True, text=True, cwd="/")
         total = 0.0
         for line in done.stderr.splitlines():
             if not line.startswith("import time:") or "self [us]" in line:
@@ -302,7 +309,7 @@ def instructions(subject: Subject, site: Site, runs: int) -> float | None:
     for _ in range(runs):
         done = subprocess.run(
             [*INSTRUCTIONS_TOOL, sys.executable, *site.flags, "-c", snippet(subject, site)],
-            env=CHILD_ENVIRONMENT | {"PYTHONHASHSEED": "0"},
+            env=subject.env | {"PYTHONHASHSEED": "0"},
             capture_output=True,
             text=True,
             cwd="/",

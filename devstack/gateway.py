@@ -1,9 +1,10 @@
-"""A local API Gateway HTTP API: routes from the template, payload 2.0 events, the Lambda authorizer.
+"""A local API Gateway HTTP API: routes from the template, payload 2.0 events, each route's authorization.
 
 It answers the way API Gateway does: 404 `{"message":"Not Found"}` for an unknown route, 401
-`{"message":"Unauthorized"}` when the identity header is missing, 403 `{"message":"Forbidden"}`
-when the authorizer says no, 500 `{"message":"Internal Server Error"}` on a function error and
-503 `{"message":"Service Unavailable"}` on a timeout.
+`{"message":"Unauthorized"}` when a Lambda authorizer's identity header is missing, 403 `{"message":"Forbidden"}`
+when the authorizer says no, 403 with API Gateway's own message when an AWS_IAM route's SigV4 signature does not
+verify (`sigv4.py`), 500 `{"message":"Internal Server Error"}` on a function error and 503
+`{"message":"Service Unavailable"}` on a timeout.
 """
 
 from __future__ import annotations
@@ -20,18 +21,19 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from devstack.lambdas import FunctionError, LocalLambda
-from devstack.template import RouteSpec, SamTemplate
+from devstack.sigv4 import Principal, Refusal, SignedRequest, verify
+from devstack.template import AuthorizerSpec, RouteSpec, SamTemplate
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
-_ROUTE_ARN_PREFIX = "arn:aws:execute-api:us-east-1:000000000000:local/$default/"
+REGION = "us-east-1"
+_ROUTE_ARN_PREFIX = f"arn:aws:execute-api:{REGION}:000000000000:local/$default/"
 _TEXT_TYPES = ("text/", "json", "xml", "javascript", "x-www-form-urlencoded")
 
 
 class _AuthorizerCache:
-    """Authorizer results cached by identity source, for the template's ReauthorizeEvery."""
+    """Authorizer results cached by authorizer and identity source, for each authorizer's ReauthorizeEvery."""
 
-    def __init__(self, ttl_seconds: int) -> None:
-        self._ttl = ttl_seconds
+    def __init__(self) -> None:
         self._results: dict[tuple[str, ...], tuple[float, bool, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -42,10 +44,10 @@ class _AuthorizerCache:
                 return None
             return cached[1], cached[2]
 
-    def put(self, key: tuple[str, ...], allowed: bool, context: dict[str, Any]) -> None:
-        if self._ttl > 0:
+    def put(self, key: tuple[str, ...], ttl_seconds: int, allowed: bool, context: dict[str, Any]) -> None:
+        if ttl_seconds > 0:
             with self._lock:
-                self._results[key] = (time.monotonic() + self._ttl, allowed, context)
+                self._results[key] = (time.monotonic() + ttl_seconds, allowed, context)
 
 
 class _TokenBucket:
@@ -75,12 +77,19 @@ class LocalHttpApi(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], template: SamTemplate, lambdas: LocalLambda) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        template: SamTemplate,
+        lambdas: LocalLambda,
+        principals: dict[str, Principal] | None = None,
+    ) -> None:
+        """`principals`: the IAM identities whose SigV4 signatures verify (LOCAL_IAM_PRINCIPALS), by access key."""
         super().__init__(address, _Handler)
         self.template = template
         self.lambdas = lambdas
-        ttl = template.authorizer.ttl_seconds if template.authorizer else 0
-        self.authorizer_cache = _AuthorizerCache(ttl)
+        self.principals = principals or {}
+        self.authorizer_cache = _AuthorizerCache()
         self.api_id = "local"
         edge = template.edge
         self.throttles: dict[str, _TokenBucket] = {}
@@ -164,7 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         event = self._event(route, path_parameters, url.path, url.query, body, request_id)
         if route.authorized:
-            refusal = self._authorize(event)
+            signed = SignedRequest(self.command, url.path, url.query, list(self.headers.items()), body)
+            refusal = self._authorize(route, event, signed)
             if refusal is not None:
                 self._send(refusal[0], refusal[1], request_id)
                 return
@@ -230,14 +240,25 @@ class _Handler(BaseHTTPRequestHandler):
                 event["isBase64Encoded"] = True
         return event
 
-    def _authorize(self, event: dict[str, Any]) -> tuple[HTTPStatus, dict[str, str]] | None:
-        spec = self.server.template.authorizer
-        if spec is None:
+    def _authorize(
+        self, route: RouteSpec, event: dict[str, Any], signed: SignedRequest
+    ) -> tuple[HTTPStatus, dict[str, str]] | None:
+        if route.auth == "AWS_IAM":
+            try:
+                principal = verify(signed, self.server.principals, REGION)
+            except Refusal as refused:
+                return HTTPStatus.FORBIDDEN, {"message": refused.message}
+            event["requestContext"]["authorizer"] = {"iam": principal.context()}
             return None
-        identity = tuple(event["headers"].get(name.lower(), "") for name in spec.identity_headers)
+        return self._lambda_authorizer(self.server.template.authorizers[route.auth], route.auth, event)
+
+    def _lambda_authorizer(
+        self, spec: AuthorizerSpec, name: str, event: dict[str, Any]
+    ) -> tuple[HTTPStatus, dict[str, str]] | None:
+        identity = tuple(event["headers"].get(header.lower(), "") for header in spec.identity_headers)
         if not all(identity):
             return HTTPStatus.UNAUTHORIZED, {"message": "Unauthorized"}
-        cached = self.server.authorizer_cache.get(identity)
+        cached = self.server.authorizer_cache.get((name, *identity))
         if cached is None:
             authorizer_event = {
                 **{key: value for key, value in event.items() if key not in ("body", "isBase64Encoded")},
@@ -251,7 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return HTTPStatus.INTERNAL_SERVER_ERROR, {"message": "Internal Server Error"}
             allowed = bool(isinstance(result, dict) and result.get("isAuthorized") is True)
             context = result.get("context") or {} if isinstance(result, dict) else {}
-            self.server.authorizer_cache.put(identity, allowed, context)
+            self.server.authorizer_cache.put((name, *identity), spec.ttl_seconds, allowed, context)
             cached = (allowed, context)
         allowed, context = cached
         if not allowed:

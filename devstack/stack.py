@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devstack.auth import bootstrap_token, local_principals
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB, create_table
 from devstack.dynamodb_faults import Faults
 from devstack.dynamodb_locks import ITEMS
@@ -29,6 +30,7 @@ from devstack.lambda_api import LocalLambdaApi
 from devstack.lambdas import FunctionError, LocalLambda
 from devstack.schedules import Schedule
 from devstack.settings import check_function_settings, fleet_hosts, seconds
+from devstack.sigv4 import Principal
 from devstack.streams import StreamMapping
 from devstack.template import REPO, SamTemplate
 from devstack.ttl import TtlEmulator
@@ -235,6 +237,7 @@ class LocalStack:
         secret, secret_note = internal_secret(self.state_dir)
         if secret_note:
             _progress(secret_note)
+        callers_env, principals = self._callers()
         database = EmbeddedDynamoDB.start()
         self._cleanups.append(database.stop)
         _progress(f"embedded DynamoDB (moto server) on {database.endpoint_url}")
@@ -270,6 +273,7 @@ class LocalStack:
             **{name: os.environ[name] for name in LOCAL_DEBUG_VARIABLES if os.environ.get(name)},
             **local_sweep_interval(),
             "INTERNAL_SECRET": secret,
+            **callers_env,
         }
         tables = {table_id: table_names[variable] for table_id, variable in self.template.table_variables.items()}
         environments = {
@@ -327,12 +331,28 @@ class LocalStack:
             _progress(f"schedule: {schedule.function} every {interval:g} s ({variable})")
             self._thread(Schedule(lambdas, schedule.function, interval).run, f"schedule:{schedule.function}")
 
-        api = LocalHttpApi(("127.0.0.1", self.port), self.template, lambdas)
+        api = LocalHttpApi(("127.0.0.1", self.port), self.template, lambdas, principals)
         self._cleanups.append(api.server_close)
         self._cleanups.append(api.shutdown)
         threading.Thread(target=api.serve_forever, name="http-api", daemon=True).start()
         for route in self.template.routes:
-            _progress(f"route {route.route_key:<32} → {route.function}{'' if route.authorized else ' (no auth)'}")
+            _progress(f"route {route.route_key:<32} → {route.function} ({route.auth})")
+
+    def _callers(self) -> tuple[dict[str, str], dict[str, Principal]]:
+        """AUTH_MODE's local part (devstack/auth.py): the bootstrap operator's token for the authorizer, or the
+        IAM principals the gateway verifies (an operator made when none is named)."""
+        mode = os.environ.get("AUTH_MODE", "").strip() or "secret"
+        if mode == "token":
+            token, note = bootstrap_token(os.environ, self.state_dir)
+            if note:
+                _progress(note)
+            return {"BOOTSTRAP_TOKEN": token}, {}
+        if mode == "iam":
+            principals, variables, note = local_principals(os.environ, self.state_dir)
+            os.environ.update(variables)  # OPERATOR_PRINCIPALS: a template parameter, read as the functions' value
+            _progress(note)
+            return {}, principals
+        return {}, {}
 
     def _restore_tables(self, client: Any, tables: tuple[str, ...]) -> None:
         path = self.state_dir / "dynamodb" / "tables.json"

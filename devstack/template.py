@@ -70,12 +70,18 @@ class FunctionSpec:
 
 @dataclass(frozen=True)
 class RouteSpec:
-    """One HttpApi route."""
+    """One HttpApi route, and how API Gateway authorizes it: "NONE", "AWS_IAM" (SigV4) or a Lambda authorizer's
+    name (the event's `Auth.Authorizer`, else the route's `security` in the api's DefinitionBody, its !If decided
+    with the parameters, else the api's DefaultAuthorizer)."""
 
     method: str
     path: str
     function: str
-    authorized: bool
+    auth: str
+
+    @property
+    def authorized(self) -> bool:
+        return self.auth != "NONE"
 
     @property
     def route_key(self) -> str:
@@ -142,7 +148,8 @@ class SamTemplate:
     raw: dict[str, Any]
     functions: dict[str, FunctionSpec] = field(default_factory=dict)
     routes: list[RouteSpec] = field(default_factory=list)
-    authorizer: AuthorizerSpec | None = None
+    authorizer: AuthorizerSpec | None = None  # the api's DefaultAuthorizer
+    authorizers: dict[str, AuthorizerSpec] = field(default_factory=dict)  # every Lambda authorizer, by name
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     stream_mappings: list[StreamMappingSpec] = field(default_factory=list)
     schedules: list[ScheduleSpec] = field(default_factory=list)
@@ -163,12 +170,12 @@ class SamTemplate:
             if kind == "AWS::DynamoDB::Table":
                 template.tables[logical_id] = props
             elif kind == "AWS::Serverless::HttpApi":
-                template.authorizer = _authorizer(props)
                 template._http_api_props = props
             elif kind == "AWS::Serverless::Function":
                 template._add_function(logical_id, props, globals_, path.parent)
         if template._http_api_props is not None:
             template.edge = template._edge(template._http_api_props)
+            template._add_auth(template._http_api_props)
         # The functions learn each table's name from a Globals variable (`LEASES_TABLE: !Ref LeasesTable`).
         for variable, value in globals_.get("Environment", {}).get("Variables", {}).items():
             if isinstance(value, dict) and value.get("Ref") in template.tables:
@@ -254,6 +261,28 @@ class SamTemplate:
             cors_max_age=int(cors.get("MaxAge", 0)),
         )
 
+    def _add_auth(self, props: dict[str, Any]) -> None:
+        """The api's Lambda authorizers, and each route's authorization as the parameters decide it."""
+        auth = props.get("Auth", {})
+        for name, spec in auth.get("Authorizers", {}).items():
+            identity = spec.get("Identity", {})
+            self.authorizers[name] = AuthorizerSpec(
+                function=spec["FunctionArn"]["Fn::GetAtt"][0],
+                identity_headers=tuple(identity.get("Headers", [])),
+                ttl_seconds=int(self.resolve(identity.get("ReauthorizeEvery", 300))),
+                simple_responses=bool(spec.get("EnableSimpleResponses", False)),
+            )
+        default = auth.get("DefaultAuthorizer")
+        self.authorizer = self.authorizers.get(default) if default else None
+        paths = (props.get("DefinitionBody") or {}).get("paths", {})
+        for index, route in enumerate(self.routes):
+            if route.auth:
+                continue  # the event's own Auth.Authorizer
+            operation = paths.get(route.path, {}).get(route.method.lower(), {})
+            security = self.resolve(operation.get("security")) if "security" in operation else None
+            chosen = next(iter(security[0]), "NONE") if security else (default or "NONE")
+            self.routes[index] = RouteSpec(route.method, route.path, route.function, chosen)
+
     def hash_key(self, table: str) -> str:
         """The partition key attribute of a table."""
         schema = self.tables[table]["KeySchema"]
@@ -284,7 +313,7 @@ class SamTemplate:
                         method=str(event_props["Method"]).upper(),
                         path=str(event_props["Path"]),
                         function=logical_id,
-                        authorized=auth.get("Authorizer") != "NONE",
+                        auth=str(auth.get("Authorizer", "")),  # "": decided once the api is read (_add_auth)
                     )
                 )
             elif event["Type"] == "DynamoDB":
@@ -315,18 +344,3 @@ class SamTemplate:
             if params is not None:
                 return route, params
         return None
-
-
-def _authorizer(props: dict[str, Any]) -> AuthorizerSpec | None:
-    auth = props.get("Auth", {})
-    name = auth.get("DefaultAuthorizer")
-    if not name:
-        return None
-    spec = auth["Authorizers"][name]
-    identity = spec.get("Identity", {})
-    return AuthorizerSpec(
-        function=spec["FunctionArn"]["Fn::GetAtt"][0],
-        identity_headers=tuple(identity.get("Headers", [])),
-        ttl_seconds=int(identity.get("ReauthorizeEvery", 300)),
-        simple_responses=bool(spec.get("EnableSimpleResponses", False)),
-    )

@@ -179,7 +179,13 @@ def rule_of(spec: dict[str, Any], node: Any, where: str, *, required: bool) -> d
             rule["default"] = schema["default"]
         return rule
     if kind == "string":
-        _refuse_unknown(schema, {"minLength", "maxLength", "pattern", "format", "default"}, where)
+        _refuse_unknown(schema, {"minLength", "maxLength", "pattern", "format", "default", "not"}, where)
+        if "not" in schema:
+            excluded = _resolve(spec, schema["not"])
+            _refuse_unknown(excluded, {"enum"}, f"{where} not")
+            if not excluded.get("enum") or not all(isinstance(value, str) for value in excluded["enum"]):
+                raise ContractError(f"openapi.yaml {where}: `not` takes a list of strings the value may not be")
+            rule["excluded"] = tuple(excluded["enum"])
         for keyword, key in (("default", "default"), ("minLength", "min_length"), ("maxLength", "max_length")):
             if keyword in schema:
                 rule[key] = schema[keyword]
@@ -208,6 +214,17 @@ def rule_of(spec: dict[str, Any], node: Any, where: str, *, required: bool) -> d
         if value["type"] != "string" or "enum" in value or value["nullable"]:
             raise ContractError(f"openapi.yaml {where}: the validation takes objects of strings only")
         rule["value"] = value
+        return rule
+    if kind == "array":
+        _refuse_unknown(schema, {"items", "maxItems", "minItems", "uniqueItems"}, where)
+        for keyword, key in (("maxItems", "max_items"), ("minItems", "min_items")):
+            if keyword in schema:
+                rule[key] = schema[keyword]
+        rule["unique"] = bool(schema.get("uniqueItems", False))
+        items = rule_of(spec, schema.get("items", {}), f"{where} items", required=False)
+        if items["type"] != "string" or "enum" in items or items["nullable"]:
+            raise ContractError(f"openapi.yaml {where}: the validation takes lists of strings only")
+        rule["items"] = items
         return rule
     raise ContractError(f"openapi.yaml {where} is a {kind}, which the validation does not take")
 
@@ -373,6 +390,7 @@ if TYPE_CHECKING:
         max_length: NotRequired[int]
         pattern: NotRequired[str]
         format: NotRequired[Literal["date", "date-time"]]
+        excluded: NotRequired[tuple[str, ...]]
 
     class ChoiceRule(TypedDict):
         type: Literal["string"]
@@ -405,10 +423,25 @@ if TYPE_CHECKING:
         key_pattern: NotRequired[str]
         value: TextRule
 
+    class TextListRule(TypedDict):
+        type: Literal["array"]
+        required: bool
+        nullable: bool
+        unique: bool
+        max_items: NotRequired[int]
+        min_items: NotRequired[int]
+        items: TextRule
+
 '''
 
 
-RULE_TYPES = {"string": "TextRule", "integer": "IntegerRule", "number": "NumberRule", "object": "TextMapRule"}
+RULE_TYPES = {
+    "string": "TextRule",
+    "integer": "IntegerRule",
+    "number": "NumberRule",
+    "object": "TextMapRule",
+    "array": "TextListRule",
+}
 
 
 def _rule_type(rule: dict[str, Any]) -> str:

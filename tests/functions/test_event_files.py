@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +148,34 @@ def test_logs_and_owner_release_through_the_event_files(functions: dict[str, Mod
     assert released["statusCode"] == 200
     assert lease["lease_id"] in [item["lease_id"] for item in json.loads(released["body"])["released"]]
     assert not docker_client.containers.list(all=True, filters={"name": f"lease-{lease['lease_id']}"})
+
+
+def test_the_callers_lifecycle_through_the_event_files(functions: dict[str, ModuleType]) -> None:
+    """In token mode, as the authorizer's context says: the bootstrap operator adds, lists, rotates, removes."""
+    token_mode = Settings.from_environ({**os.environ, "AUTH_MODE": "token"})
+    names = ("create_caller", "list_callers", "rotate_caller_token", "delete_caller", "authorizer")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in names:
+            patch.setattr(functions[name], "runtime", Runtime(token_mode))
+        created = invoke(functions, "create_caller", load_event("create_caller.json"))
+        assert created["statusCode"] == 201
+        token = json.loads(created["body"])["token"]
+        asked = load_event("authorizer_token.json")
+        asked["headers"]["authorization"] = f"Bearer {token}"
+        assert invoke(functions, "authorizer", asked)["context"]["caller"] == "anim"
+        listed = json.loads(invoke(functions, "list_callers", load_event("list_callers.json"))["body"])
+        assert [caller["name"] for caller in listed["callers"]] == ["anim"]
+        assert invoke(functions, "rotate_caller_token", load_event("rotate_caller_token.json"))["statusCode"] == 201
+        assert invoke(functions, "delete_caller", load_event("delete_caller.json"))["statusCode"] == 204
+        assert invoke(functions, "authorizer", asked)["context"] == {"refused": "unknown, revoked or expired token"}
+
+
+def test_the_token_authorizer_event_with_an_unknown_token_is_let_through_refused(
+    functions: dict[str, ModuleType],
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            functions["authorizer"], "runtime", Runtime(Settings.from_environ({**os.environ, "AUTH_MODE": "token"}))
+        )
+        answer = invoke(functions, "authorizer", load_event("authorizer_token.json"))
+    assert answer == {"isAuthorized": True, "context": {"refused": "unknown, revoked or expired token"}}

@@ -40,7 +40,13 @@ CONTRACT_STATUSES = {
     ("GET", "/v1/lease/{lease_id}/logs"): {200, 400, 401, 403, 404, 410, 502},
     ("DELETE", "/v1/leases"): {200, 400, 401, 403},
     ("GET", "/v1/usage"): {200, 400, 401, 403},
+    ("GET", "/v1/callers"): {200, 401, 403},
+    ("POST", "/v1/callers"): {201, 400, 401, 403, 409},
+    ("POST", "/v1/callers/{name}/rotate"): {201, 400, 401, 403, 404, 409},
+    ("DELETE", "/v1/callers/{name}"): {204, 401, 403, 404},
 }
+# One security requirement per AUTH_MODE (alternatives): the shared secret, a caller's token, a SigV4 signature.
+SECURITY = [{"internalSecret": []}, {"callerToken": []}, {"sigv4": []}]
 OWNER_CHECKED = {
     ("DELETE", "/v1/lease/{lease_id}"),
     ("POST", "/v1/lease/{lease_id}/renew"),
@@ -163,14 +169,33 @@ def test_spec_routes_are_exactly_the_template_http_api_routes(spec: dict[str, An
 
 
 def test_security_is_required_exactly_on_the_routes_the_template_authorizes(spec: dict[str, Any]) -> None:
-    scheme = spec["components"]["securitySchemes"]["internalSecret"]
-    assert scheme == {**scheme, "type": "apiKey", "in": "header", "name": "X-Internal-Secret"}
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["internalSecret"] == {**schemes["internalSecret"], "type": "apiKey", "name": "X-Internal-Secret"}
+    assert schemes["callerToken"] == {**schemes["callerToken"], "type": "http", "scheme": "bearer"}
+    assert schemes["sigv4"] == {
+        **schemes["sigv4"],
+        "type": "apiKey",
+        "name": "Authorization",
+        "x-amazon-apigateway-authtype": "awsSigv4",
+    }
     authorized = {(route.method, route.path): route.authorized for route in SamTemplate.load().routes}
     for method, path, operation in _operations(spec):
         security = operation.get("security", spec.get("security", []))
         assert bool(security) == authorized[(method, path)], f"{method} {path}"
         if security:
-            assert security == [{"internalSecret": []}], f"{method} {path}"
+            assert security == SECURITY, f"{method} {path}"
+
+
+@pytest.mark.parametrize(
+    ("mode", "scheme"), [("secret", "InternalSecretAuthorizer"), ("token", "CallerTokenAuthorizer"), ("iam", "AWS_IAM")]
+)
+def test_every_authorized_route_uses_the_authorization_of_the_mode(
+    monkeypatch: pytest.MonkeyPatch, mode: str, scheme: str
+) -> None:
+    monkeypatch.setenv("AUTH_MODE", mode)
+    routes = SamTemplate.load().routes
+    assert {route.auth for route in routes if route.path != "/health"} == {scheme}
+    assert [route.auth for route in routes if route.path == "/health"] == ["NONE"]
 
 
 def test_authorized_routes_document_the_authorizer_answers(spec: dict[str, Any]) -> None:
@@ -192,6 +217,10 @@ def _assert_gateway_body(
     assert schema is not None
     gateway = [_resolve(spec, shape) for shape in _alternatives(_resolve(spec, schema))]
     gateway = [shape for shape in gateway if _envelope_codes(shape) is None]
+    if status == 403:  # AUTH_MODE=iam: API Gateway refuses a signature in words of its own
+        signature = [shape for shape in gateway if "const" not in shape["properties"]["message"]]
+        assert len(signature) == 1 and signature[0]["properties"]["message"]["type"] == "string", where
+        gateway = [shape for shape in gateway if shape not in signature]
     assert len(gateway) == 1, f"{where} {status}"
     assert gateway[0]["required"] == ["message"]
     assert gateway[0]["properties"] == {"message": {"const": body["message"]}}
@@ -213,9 +242,12 @@ def test_owner_checked_routes_take_x_lease_owner_and_may_answer_forbidden(spec: 
         assert ("X-Lease-Owner" in headers) == owner_checked, f"{method} {path}"
         assert ("Idempotency-Key" in headers) == ((method, path) == ("POST", "/v1/lease")), f"{method} {path}"
         assert all(not parameter.get("required", False) for parameter in parameters if parameter["in"] == "header")
+        # In token and iam modes any authorized route may refuse the caller (an owner not its own, a viewer's
+        # change, an unmapped principal), so each documents `forbidden`.
         forbidden = _json_schema(spec, operation["responses"]["403"]) if "403" in operation["responses"] else None
-        owner_codes = {code for shape in _alternatives(forbidden or {}) for code in _envelope_codes(shape) or ()}
-        assert (owner_codes == {"forbidden"}) == owner_checked, f"{method} {path}"
+        resolved = _resolve(spec, forbidden or {})
+        owner_codes = {code for shape in _alternatives(resolved) for code in _envelope_codes(shape) or ()}
+        assert (owner_codes == {"forbidden"}) == (path != "/health"), f"{method} {path}"
 
 
 # --- statuses and error codes ------------------------------------------------------------------

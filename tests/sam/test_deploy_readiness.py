@@ -30,7 +30,13 @@ ROUTES = {
     ("GET", "/v1/lease/{lease_id}/logs"): "LeaseLogsFunction",
     ("DELETE", "/v1/leases"): "ReleaseOwnerLeasesFunction",
     ("GET", "/v1/usage"): "UsageFunction",
+    ("POST", "/v1/callers"): "CreateCallerFunction",
+    ("GET", "/v1/callers"): "ListCallersFunction",
+    ("POST", "/v1/callers/{name}/rotate"): "RotateCallerTokenFunction",
+    ("DELETE", "/v1/callers/{name}"): "DeleteCallerFunction",
 }
+# Each AuthMode's authorization of every route but /health (AWS_IAM: SigV4, verified by API Gateway).
+MODE_SCHEMES = {"secret": "InternalSecretAuthorizer", "token": "CallerTokenAuthorizer", "iam": "AWS_IAM"}
 LIVE_STATUSES = {status.value for status in LIVE}
 CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
 DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
@@ -93,20 +99,38 @@ def test_one_function_per_route(resources: dict[str, Any]) -> None:
         assert resources[function]["Type"] == "AWS::Lambda::Function"
 
 
-def test_every_route_but_health_goes_through_the_authorizer(resources: dict[str, Any]) -> None:
+def test_both_lambda_authorizers_run_the_authorizer_function(resources: dict[str, Any]) -> None:
     (api,) = _of_type(resources, "AWS::ApiGatewayV2::Api").values()
-    scheme = api["Body"]["components"]["securitySchemes"]["InternalSecretAuthorizer"]["x-amazon-apigateway-authorizer"]
+    schemes = api["Body"]["components"]["securitySchemes"]
+    secret = schemes["InternalSecretAuthorizer"]["x-amazon-apigateway-authorizer"]
+    token = schemes["CallerTokenAuthorizer"]["x-amazon-apigateway-authorizer"]
+    for scheme in (secret, token):
+        assert scheme["type"] == "request"
+        assert scheme["authorizerPayloadFormatVersion"] == "2.0"
+        assert scheme["enableSimpleResponses"] is True
+        assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
+    assert (secret["identitySource"], secret["authorizerResultTtlInSeconds"]) == (
+        ["$request.header.X-Internal-Secret"],
+        300,
+    )
+    assert token["identitySource"] == ["$request.header.Authorization"]
+    assert token["authorizerResultTtlInSeconds"] == {"Ref": "AuthCacheSeconds"}
+    assert schemes["AWS_IAM"]["x-amazon-apigateway-authtype"] == "awsSigv4"
 
-    assert scheme["type"] == "request"
-    assert scheme["identitySource"] == ["$request.header.X-Internal-Secret"]
-    assert scheme["authorizerPayloadFormatVersion"] == "2.0"
-    assert scheme["enableSimpleResponses"] is True
-    assert scheme["authorizerResultTtlInSeconds"] == 300
-    assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["AuthorizerFunction", "Arn"]}
+
+@pytest.mark.parametrize("mode", sorted(MODE_SCHEMES))
+def test_every_route_but_health_is_authorized_as_the_auth_mode_says(template: dict[str, Any], mode: str) -> None:
+    stack = deployed(template, {"AuthMode": mode})
+    (api,) = _of_type(stack["Resources"], "AWS::ApiGatewayV2::Api").values()
     for path, methods in api["Body"]["paths"].items():
         for method, operation in methods.items():
-            expected = [{"NONE": []}] if path == "/health" else [{"InternalSecretAuthorizer": []}]
+            expected = [{"NONE": []}] if path == "/health" else [{MODE_SCHEMES[mode]: []}]
             assert operation["security"] == expected, f"{method} {path}"
+
+
+def test_the_bootstrap_token_exists_in_token_mode_only(template: dict[str, Any]) -> None:
+    assert "BootstrapTokenSecret" in deployed(template, {"AuthMode": "token"})["Resources"]
+    assert "BootstrapTokenSecret" not in deployed(template, {"AuthMode": "secret"})["Resources"]
 
 
 def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, Any]) -> None:

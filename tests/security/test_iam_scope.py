@@ -73,6 +73,8 @@ PSEUDO_PARAMETER = re.compile(r"^AWS::")
 
 # Which function may read which secret (by the logical id or parameter the ARN comes from).
 INTERNAL_SECRET = {"InternalSecret", "InternalSecretArn"}
+BOOTSTRAP_TOKEN = {"BootstrapTokenSecret"}  # the bootstrap operator's token (AuthMode token)
+AUTHORIZER_SECRETS = INTERNAL_SECRET | BOOTSTRAP_TOKEN
 PROVIDER_SECRETS = {"DockerTlsSecretArn", "RunpodApiKeySecretArn", "ModalTokenSecretArn"}
 PROVIDER_FUNCTIONS = {
     "AcquireLeaseFunction",
@@ -84,7 +86,10 @@ PROVIDER_FUNCTIONS = {
     "ReleaseOwnerLeasesFunction",
     "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction"}
+READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction", "ListCallersFunction"}
+# The callers registry: read by the authorizer (a token) and, in iam mode, by every route (a principal); changed
+# only by the routes that manage it.
+CALLERS_WRITERS = {"CreateCallerFunction", "RotateCallerTokenFunction", "DeleteCallerFunction"}
 # Functions that call a provider only for what a read needs: GET asks the Docker host about an active lease's
 # worker, and any provider about a starting one (RunPod's quota: at most every 2 s per starting lease).
 READ_PATH_FUNCTIONS = {"GetLeaseFunction"}
@@ -331,7 +336,35 @@ def test_only_the_authorizer_reads_the_internal_secret(resources: dict[str, Any]
     secrets = _secrets_by_function(resources, grants)
     readers = {function for function, names in secrets.items() if names & INTERNAL_SECRET}
     assert readers == {"AuthorizerFunction"}
-    assert secrets["AuthorizerFunction"] <= INTERNAL_SECRET
+    assert secrets["AuthorizerFunction"] <= AUTHORIZER_SECRETS
+
+
+def test_only_the_authorizer_reads_the_bootstrap_token(resources: dict[str, Any], grants: list[Grant]) -> None:
+    secrets = _secrets_by_function(resources, grants)
+    assert {function for function, names in secrets.items() if names & BOOTSTRAP_TOKEN} == {"AuthorizerFunction"}
+
+
+def test_only_the_callers_routes_change_the_registry(resources: dict[str, Any], grants: list[Grant]) -> None:
+    roles = _functions(resources)
+    writers = {
+        function
+        for function, role in roles.items()
+        for grant in grants
+        if grant.role == role
+        and "CallersTable" in json.dumps(grant.statement.get("Resource"))
+        and any(WRITE_ACTIONS.match(action) for action in grant.actions)
+    }
+    assert writers == CALLERS_WRITERS
+
+
+def test_the_callers_registry_is_read_item_by_item_except_its_listing(
+    resources: dict[str, Any], grants: list[Grant]
+) -> None:
+    readers = {role: function for function, role in _functions(resources).items()}
+    for grant in grants:
+        if "CallersTable" in json.dumps(grant.statement.get("Resource")):
+            bulk = {"dynamodb:Scan", "dynamodb:Query", "dynamodb:BatchGetItem"} & set(grant.actions)
+            assert not bulk or readers[grant.role] == "ListCallersFunction", str(grant)
 
 
 def test_only_functions_that_call_a_provider_read_provider_credentials(

@@ -162,6 +162,13 @@ def test_library_variables_are_not_read_by_our_code() -> None:
         ({"LOCAL_DOCKER_MAX_LEASES": "-1"}, "LOCAL_DOCKER_MAX_LEASES"),
         ({"WORKER_PORT": "70000"}, "WORKER_PORT"),
         ({"PROVIDERS": "runpod", "RUNPOD_HTTP_PORT": "0"}, "RUNPOD_HTTP_PORT"),
+        ({"AUTH_MODE": "tokens"}, "AUTH_MODE"),
+        ({"AUTH_MODE": "IAM"}, "AUTH_MODE"),
+        ({"AUTH_CACHE_SECONDS": "301"}, "AUTH_CACHE_SECONDS"),
+        ({"AUTH_CACHE_SECONDS": "-1"}, "AUTH_CACHE_SECONDS"),
+        ({"AUTH_CACHE_SECONDS": "\u0666\u0660"}, "AUTH_CACHE_SECONDS"),
+        ({"OPERATOR_PRINCIPALS": "ops"}, "OPERATOR_PRINCIPALS"),
+        ({"OPERATOR_PRINCIPALS": "arn:aws:sts::123456789012:assumed-role/ops/me"}, "OPERATOR_PRINCIPALS"),
     ],
 )
 def test_a_bad_value_refuses_to_start_naming_the_variable(environ: dict[str, str], variable: str) -> None:
@@ -220,3 +227,17 @@ def test_whole_number_settings_read_ascii_digits_and_a_minus() -> None:
     assert (settings.live_index_shards, settings.provider_caps) == (3, {"local-docker": 0})
     with pytest.raises(ConfigurationError, match="must be at least 0"):
         Settings.from_environ({"LOCAL_DOCKER_MAX_LEASES": "-1"})
+
+
+def test_the_auth_settings_default_to_the_shared_secret_and_a_minute() -> None:
+    settings = Settings.from_environ({})
+    assert (settings.auth_mode, settings.auth_cache_seconds, settings.operator_principals) == ("secret", 60, ())
+
+
+def test_operator_principals_read_a_comma_list_of_user_and_role_arns() -> None:
+    raw = "arn:aws:iam::123456789012:role/ops, arn:aws-cn:iam::123456789012:user/path/alice"
+    settings = Settings.from_environ({"AUTH_MODE": "iam", "OPERATOR_PRINCIPALS": raw})
+    assert settings.operator_principals == (
+        "arn:aws:iam::123456789012:role/ops",
+        "arn:aws-cn:iam::123456789012:user/path/alice",
+    )

@@ -21,6 +21,8 @@ from tests.unit.test_wire_contract import MODELS, as_sent
 BASES: dict[str, dict[str, object]] = {
     "LEASE_REQUEST": {"kind": "renderer"},
     "RELEASE_OWNER_LEASES_QUERY": {"owner_id": "a"},
+    "CALLER_REQUEST": {"name": "svc", "owners": ["a"], "role": "service"},
+    "ROTATE_REQUEST": {"grace_seconds": 0},
 }
 # Rules applied past the model by a reader that says more, as the model's parse() explains.
 ELSEWHERE = {("LIST_LEASES_QUERY", "next_token", "pattern"): "the paging token's decoder (tests/unit/test_store.py)"}
@@ -61,6 +63,8 @@ def _string(table: str, field: str, rule: Any) -> Iterator[Probe]:
         yield Probe(table, field, "pattern", _unlike(rule), False)
     if "format" in rule:
         yield Probe(table, field, f"format {rule['format']}", IMPOSSIBLE[rule["format"]], False)
+    for excluded in rule.get("excluded", ()):
+        yield Probe(table, field, "not enum", excluded, False)
 
 
 def _number(table: str, field: str, rule: Any, as_sent: Any) -> Iterator[Probe]:
@@ -86,6 +90,20 @@ def _map(table: str, field: str, rule: Any) -> Iterator[Probe]:
         yield probe._replace(what=f"values' {probe.what}", value={"K": probe.value})
 
 
+def _list(table: str, field: str, rule: Any) -> Iterator[Probe]:
+    items = rule["items"]
+    most = rule.get("max_items")
+    if most is not None:
+        distinct = [f"a{index}" for index in range(most + 1)]
+        if all(_admits(items, item) for item in distinct):
+            yield Probe(table, field, "maxItems", distinct[:most], True)
+            yield Probe(table, field, "maxItems", distinct, False)
+    if rule["unique"]:
+        yield Probe(table, field, "uniqueItems", ["a", "a"], False)
+    for probe in _string(table, field, items):
+        yield probe._replace(what=f"items' {probe.what}", value=[probe.value])
+
+
 def probes() -> Iterator[Probe]:
     for table in MODELS:
         query = table.endswith("_QUERY")
@@ -100,6 +118,8 @@ def probes() -> Iterator[Probe]:
                 yield from _number(table, field, rule, as_sent)
             elif rule["type"] == "object":
                 yield from _map(table, field, rule)
+            elif rule["type"] == "array":
+                yield from _list(table, field, rule)
             yield Probe(table, field, "required" if rule["required"] else "optional", ABSENT, not rule["required"])
             if not query:  # a query's values are strings: JSON's null is a body's
                 yield Probe(table, field, "null", None, rule["nullable"])
@@ -141,7 +161,7 @@ def test_an_absent_field_reads_as_its_default(table: str, field: str) -> None:
 def test_the_probes_reach_every_kind_of_rule() -> None:
     kinds = {probe.what.split()[0] for probe in PROBES}
     assert {"enum", "maxLength", "pattern", "format", "minimum", "maximum", "required", "optional", "null"} <= kinds
-    assert {"maxProperties", "propertyNames", "values'"} <= kinds
+    assert {"maxProperties", "propertyNames", "values'", "maxItems", "uniqueItems", "items'", "not"} <= kinds
 
 
 def test_every_rule_applied_elsewhere_exists() -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TREES = ("layers", "functions", "devstack", "client/src")
 MAX_LINES = 450
+# Written by a program, read by none: its length follows openapi.yaml's rules (`make contract`), not a seam.
+GENERATED = frozenset({"layers/scheduler/scheduler/wire.py"})
 
 
 def lines_of(path: Path) -> int:
@@ -17,7 +19,12 @@ def lines_of(path: Path) -> int:
 
 def modules_too_long(repo: Path = REPO, limit: int = MAX_LINES) -> list[str]:
     """`path: N lines` for every module past `limit`, longest first."""
-    lengths = {path: lines_of(path) for tree in TREES for path in (repo / tree).rglob("*.py")}
+    lengths = {
+        path: lines_of(path)
+        for tree in TREES
+        for path in (repo / tree).rglob("*.py")
+        if str(path.relative_to(repo)) not in GENERATED
+    }
     long = sorted((path for path, lines in lengths.items() if lines > limit), key=lambda path: -lengths[path])
     return [f"{path.relative_to(repo)}: {lengths[path]} lines" for path in long]
 

@@ -48,6 +48,7 @@ def test_every_table_is_named_to_the_functions_by_a_global_variable() -> None:
         "LeaseCountersTable": "COUNTERS_TABLE",
         "IdempotencyTable": "IDEMPOTENCY_TABLE",
         "UsageTable": "USAGE_TABLE",
+        "CallersTable": "CALLERS_TABLE",
     }
 
 

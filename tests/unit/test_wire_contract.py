@@ -17,6 +17,8 @@ import pytest
 from devstack.template import SamTemplate
 from scheduler import wire
 from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
+from scheduler.callers.model import Role
+from scheduler.callers.registry import CallerRequest, RotateRequest
 from scheduler.lifecycle import LIVE, LeaseStatus, WorkerState
 from scheduler.models import GpuClass, Lease, ListFilter, ReadQuery, RenewRequest, WorkerKind
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
@@ -32,6 +34,8 @@ MODELS: dict[str, Any] = {
     "GET_LEASE_QUERY": ReadQuery,
     "GET_USAGE_QUERY": UsageQuery,
     "GET_LEASE_LOGS_QUERY": LogsQuery,
+    "CALLER_REQUEST": CallerRequest,
+    "ROTATE_REQUEST": RotateRequest,
 }
 # Each enum a request's value is read into, and where openapi.yaml's values for it are.
 ENUMS: dict[tuple[str, str], type[StrEnum]] = {
@@ -39,6 +43,7 @@ ENUMS: dict[tuple[str, str], type[StrEnum]] = {
     ("LEASE_REQUEST", "gpu"): GpuClass,
     ("LIST_LEASES_QUERY", "kind"): WorkerKind,
     ("GET_USAGE_QUERY", "group_by"): UsageGrouping,
+    ("CALLER_REQUEST", "role"): Role,
 }
 FLAGS = {("GET_LEASE_LOGS_QUERY", "timestamps")}  # read as a boolean: `true` or `false`
 
@@ -129,7 +134,7 @@ def test_a_status_added_to_openapi_yaml_alone_is_named(spec: dict[str, Any], mad
         (("LeaseRequest", "region"), "pattern", "[a-z]+", "must be anchored"),
         (("LeaseRequest", "region"), "pattern", "^\\d+$", "uses \\d"),
         (("LeaseRequest", "region"), "pattern", "^a|b$", "group a top-level alternative"),
-        (("LeaseRequest", "region"), "type", "array", "is a array, which the validation does not take"),
+        (("LeaseRequest", "region"), "type", "boolean", "is a boolean, which the validation does not take"),
     ],
 )
 def test_a_rule_the_validation_cannot_apply_is_refused_not_left_out(

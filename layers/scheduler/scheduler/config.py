@@ -26,6 +26,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
+from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
 
@@ -292,6 +293,16 @@ def _probe_path(raw: str) -> str:
 API_VERSION = _api_version  # for providers whose settings take an Engine API version
 
 
+def principal_arns(raw: str) -> tuple[str, ...]:
+    """A comma list of IAM user or role ARNs (`arn:aws:iam::123456789012:role/ops`): an assumed-role session is
+    matched by its role, so a session ARN (which ends with one session's name) names no operator."""
+    found = names(raw)
+    bad = [arn for arn in found if not is_principal_arn(arn)]
+    if bad:
+        raise ValueError(f"each entry must be an IAM user or role ARN (arn:aws:iam::<account>:role/<name>): {bad[0]}")
+    return found
+
+
 @dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class Settings(SettingsSection):
     """Everything the functions read from their environment."""
@@ -305,6 +316,19 @@ class Settings(SettingsSection):
         None, local="the shared secret itself (AWS: INTERNAL_SECRET_ARN)", parse=Secret
     )
     internal_secret_arn: str | None = setting(None, template=True)
+    # Who is calling (`scheduler/callers`): `secret`, owners self-asserted by the request (the shared secret);
+    # `token`, a caller's own bearer token; `iam`, its SigV4-signed IAM principal.
+    auth_mode: str = setting("secret", parameter="AuthMode", parse=one_of("secret", "token", "iam"))
+    # How long an authorization is remembered (API Gateway's authorizer cache in token mode, each function's
+    # principal lookup in iam mode): a revoked caller is refused within it.
+    auth_cache_seconds: int = setting(60, parameter="AuthCacheSeconds", low=0, high=300)
+    operator_principals: tuple[str, ...] = setting((), parameter="OperatorPrincipals", parse=principal_arns)
+    callers_table: str = setting("openalice-scheduler-callers", template=True)
+    # The bootstrap operator `admin` (token mode): whoever presents this token, read by the authorizer.
+    bootstrap_token: Secret | None = setting(
+        None, local="the bootstrap operator's token itself (AWS: BOOTSTRAP_TOKEN_SECRET_ARN)", parse=Secret
+    )
+    bootstrap_token_secret_arn: str | None = setting(None, template=True)
     worker_read_check_seconds: int = setting(5, parameter="WorkerReadCheckSeconds", low=0)
     ready_timeout_seconds: int = setting(600, parameter="ReadyTimeoutSeconds", low=10)
     ready_probe_path: str | None = setting(None, parameter="ReadyProbePath", parse=_probe_path)

@@ -22,11 +22,28 @@ def invalid_input(what: str, problems: list[dict[str, str]]) -> InvalidRequest:
     return InvalidRequest(f"invalid {what}: {summary}", details={"problems": problems})
 
 
-class LeaseNotFound(SchedulerError):
+class NotFound(SchedulerError):
+    """What the request names does not exist (to this caller)."""
+
+
+class LeaseNotFound(NotFound):
     """No live lease answers to this id (or, for reads, no lease at all)."""
 
 
-class NotLeaseOwner(SchedulerError):
+class Unauthorized(SchedulerError):
+    """The request's credential is missing, unknown, revoked or malformed (one answer for all of them)."""
+
+
+class Forbidden(SchedulerError):
+    """The caller is known, and may not do this (`scheduler.callers.access`)."""
+
+
+class OtherOwnersLease(LeaseNotFound):
+    """A service caller asked for another owner's lease: answered word for word as a lease that does not exist,
+    and logged and counted as the refused authorization it is."""
+
+
+class NotLeaseOwner(Forbidden):
     """The lease has an owner and the caller is not it."""
 
 
@@ -34,7 +51,11 @@ class WorkerLogsGone(SchedulerError):
     """The lease's worker no longer exists on its provider, and its logs went with it."""
 
 
-class LeaseConflict(SchedulerError):
+class Conflict(SchedulerError):
+    """The service's state forbids this change now (a name taken, a lease releasing)."""
+
+
+class LeaseConflict(Conflict):
     """The lease is in a state that forbids this change (e.g. renew while releasing)."""
 
 

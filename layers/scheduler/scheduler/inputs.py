@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scheduler.errors import InvalidRequest, invalid_input
 
 if TYPE_CHECKING:
-    from scheduler.wire import ChoiceRule, IntegerRule, NumberRule, TextMapRule, TextRule
+    from scheduler.wire import ChoiceRule, IntegerRule, NumberRule, TextListRule, TextMapRule, TextRule
 
 Choice = TypeVar("Choice", bound=StrEnum)
 _NOT_A_STRING = "Input should be a valid string"
@@ -240,6 +240,35 @@ class Fields:
                 self.problem(name, f"Value error, {name} keys must match {key_pattern}: {shown}")
         return found
 
+    def text_list(self, name: str, rule: TextListRule) -> tuple[str, ...] | None:
+        """A list of strings, each by the rule's item rule, at most `max_items`, distinct when the rule says so
+        (absent or null: None, a problem when the rule requires it); each bad item is named `<name>.<index>`."""
+        value = self._data.get(name)
+        if value is None:
+            if rule["required"]:
+                self.problem(name, "Field required")
+            return None
+        if not isinstance(value, list):
+            self.problem(name, "Input should be a valid list")
+            return None
+        most, least = rule.get("max_items"), rule.get("min_items")
+        if most is not None and len(value) > most:
+            self.problem(name, f"List should have at most {most} items after validation, not {len(value)}")
+            return None
+        if least is not None and len(value) < least:
+            self.problem(name, f"List should have at least {least} items after validation, not {len(value)}")
+            return None
+        found: list[str] = []
+        for index, item in enumerate(value):
+            problem = text_problem(item, rule["items"]) if is_text(item) else _NOT_A_STRING
+            if problem is None and rule["unique"] and item in found:
+                problem = f"Value error, {item} is listed twice"
+            if problem is not None:
+                self.problem(f"{name}.{index}", problem)
+            else:
+                found.append(item)
+        return tuple(found)
+
     def check(self, what: str) -> None:
         """Raise InvalidRequest naming every problem (unknown fields last), if there is any."""
         for name in self._extra:
@@ -258,6 +287,8 @@ def text_problem(value: str, rule: TextRule, mismatch: str | None = None, *, che
         return f"String should have at least {shortest} characters"
     if check_pattern and pattern is not None and not re.fullmatch(pattern, value):
         return mismatch or f"String should match pattern '^{pattern}$'"
+    if value in rule.get("excluded", ()):
+        return f"Value error, {value} is a name the service keeps for itself; choose another"
     return None
 
 

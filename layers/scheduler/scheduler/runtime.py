@@ -16,6 +16,7 @@ from scheduler.config import Settings, get_settings
 from scheduler.deadline import Deadline, or_never
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
+    from scheduler.api.identity import Identity
     from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.context import Context
@@ -26,9 +27,21 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.providers.base import Provider
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
+    from scheduler.store.callers import CallerStore
     from scheduler.store.port import LeaseStorePort
 
-    Part = Literal["store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff"]
+    Part = Literal[
+        "store",
+        "providers",
+        "limits",
+        "metrics",
+        "idempotency",
+        "read_check",
+        "readiness",
+        "handoff",
+        "callers",
+        "identity",
+    ]
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
 # timeout). The reserve covers what follows the provider calls (recording the outcome, answering)
@@ -38,7 +51,18 @@ REQUEST_RESERVE_SECONDS = 5.0
 # Scheduled and stream functions keep this much of their timeout to record what they did.
 BACKGROUND_RESERVE_SECONDS = 10.0
 
-_PARTS = ("store", "providers", "limits", "metrics", "idempotency", "read_check", "readiness", "handoff")
+_PARTS = (
+    "store",
+    "providers",
+    "limits",
+    "metrics",
+    "idempotency",
+    "read_check",
+    "readiness",
+    "handoff",
+    "callers",
+    "identity",
+)
 
 
 def request_deadline(context: Any) -> Deadline:
@@ -72,6 +96,8 @@ class Runtime:
         read_check: ReadCheck | None = None,
         readiness: ReadinessPolicy | None = None,
         handoff: Handoff | None = None,
+        callers: CallerStore | None = None,
+        identity: Identity | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -92,6 +118,10 @@ class Runtime:
             self.readiness = readiness
         if handoff is not None:
             self.handoff = handoff
+        if callers is not None:
+            self.callers = callers
+        if identity is not None:
+            self.identity = identity
 
     @classmethod
     def from_environment(cls) -> Runtime:
@@ -177,6 +207,26 @@ class Runtime:
         )
 
     @cached_property
+    def callers(self) -> CallerStore:
+        """The callers registry (CALLERS_TABLE), on the lease store's DynamoDB client."""
+        from scheduler.store.callers import CallerStore
+        from scheduler.store.retries import Backoff
+
+        # The lease store's client when this runtime has one (a test's embedded DynamoDB); else its own, so that
+        # the token authorizer loads no lease store at all.
+        client = self.__dict__["store"].client if "store" in self.__dict__ else dynamodb_client()
+        return CallerStore(
+            self.settings.callers_table, client, retry=Backoff(budget_seconds=self.settings.store_retry_seconds)
+        )
+
+    @cached_property
+    def identity(self) -> Identity:
+        """Who is calling, as AUTH_MODE says (the registry is read only in iam mode, and only when first needed)."""
+        from scheduler.api.identity import Identity
+
+        return Identity(self.settings, lambda: self.callers)
+
+    @cached_property
     def handoff(self) -> Handoff:
         """Where a scheduled run hands on what it could not finish: its own function, invoked asynchronously."""
         from scheduler.handoff import LambdaHandoff
@@ -191,11 +241,7 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
     from scheduler.store.retries import Backoff
 
     if client is None:
-        import boto3
-        from botocore.config import Config
-
-        config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
-        client = boto3.client("dynamodb", config=config)
+        client = dynamodb_client()
     return LeaseStore(
         settings.leases_table,
         client,
@@ -206,3 +252,12 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
         retry=Backoff(budget_seconds=settings.store_retry_seconds),
         usage_table=settings.usage_table,
     )
+
+
+def dynamodb_client() -> Any:
+    """A DynamoDB client with bounded timeouts and standard retries."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
+    return boto3.client("dynamodb", config=config)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         max_length: NotRequired[int]
         pattern: NotRequired[str]
         format: NotRequired[Literal["date", "date-time"]]
+        excluded: NotRequired[tuple[str, ...]]
 
     class ChoiceRule(TypedDict):
         type: Literal["string"]
@@ -55,6 +56,15 @@ if TYPE_CHECKING:
         key_pattern: NotRequired[str]
         value: TextRule
 
+    class TextListRule(TypedDict):
+        type: Literal["array"]
+        required: bool
+        nullable: bool
+        unique: bool
+        max_items: NotRequired[int]
+        min_items: NotRequired[int]
+        items: TextRule
+
     class LeaseRequestRules(TypedDict):
         kind: ChoiceRule
         gpu: ChoiceRule
@@ -67,6 +77,15 @@ if TYPE_CHECKING:
 
     class RenewRequestRules(TypedDict):
         ttl_seconds: IntegerRule
+
+    class CallerRequestRules(TypedDict):
+        name: TextRule
+        owners: TextListRule
+        role: ChoiceRule
+        principal_arn: TextRule
+
+    class RotateRequestRules(TypedDict):
+        grace_seconds: IntegerRule
 
     class ListLeasesQueryRules(TypedDict):
         owner_id: TextRule
@@ -169,6 +188,55 @@ RENEW_REQUEST: Final[RenewRequestRules] = {
         "nullable": True,
         "minimum": 1,
         "maximum": 28800,
+    },
+}
+
+# POST /v1/callers: the JSON body, schema CallerRequest
+CALLER_REQUEST: Final[CallerRequestRules] = {
+    "name": {
+        "type": "string",
+        "required": True,
+        "nullable": False,
+        "excluded": ("admin", "shared-secret", "sweep", "ttl-stream", "reconciler"),
+        "pattern": "[a-z0-9][a-z0-9-]{0,62}",
+    },
+    "owners": {
+        "type": "array",
+        "required": True,
+        "nullable": False,
+        "max_items": 32,
+        "unique": True,
+        "items": {
+            "type": "string",
+            "required": False,
+            "nullable": False,
+            "max_length": 128,
+            "pattern": "[!-~]([ -~]*[!-~])?",
+        },
+    },
+    "role": {
+        "type": "string",
+        "required": True,
+        "nullable": False,
+        "enum": ("service", "operator", "viewer"),
+    },
+    "principal_arn": {
+        "type": "string",
+        "required": False,
+        "nullable": True,
+        "max_length": 1024,
+        "pattern": "arn:aws(-[a-z]+)*:iam::[0-9]{12}:(user|role)/[!-~]{1,512}",
+    },
+}
+
+# POST /v1/callers/{name}/rotate: the JSON body, schema RotateRequest
+ROTATE_REQUEST: Final[RotateRequestRules] = {
+    "grace_seconds": {
+        "type": "integer",
+        "required": True,
+        "nullable": False,
+        "minimum": 0,
+        "maximum": 604800,
     },
 }
 

@@ -12,17 +12,21 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.callers.model import Caller
 from scheduler.errors import (
     BudgetExceeded,
+    Conflict,
+    Forbidden,
     InvalidRequest,
-    LeaseConflict,
     LeaseNotFound,
     NoCapacity,
-    NotLeaseOwner,
+    NotFound,
+    OtherOwnersLease,
     ProviderFailed,
     QuotaExceeded,
     SchedulerError,
     StoreUnavailable,
+    Unauthorized,
     WorkerLogsGone,
 )
 from scheduler.inputs import is_text, json_int
@@ -38,9 +42,10 @@ Response = dict[str, Any]
 # The one place a domain error becomes an HTTP status and an error code (openapi.yaml, schema Error).
 ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     InvalidRequest: (400, "invalid_request"),
-    NotLeaseOwner: (403, "forbidden"),
-    LeaseNotFound: (404, "not_found"),
-    LeaseConflict: (409, "conflict"),
+    Unauthorized: (401, "unauthorized"),
+    Forbidden: (403, "forbidden"),
+    NotFound: (404, "not_found"),
+    Conflict: (409, "conflict"),
     WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),
     BudgetExceeded: (429, "budget_exceeded"),
@@ -97,6 +102,8 @@ class HttpRequest:
     function builds this class at its cold start, and a dataclass would compile its methods there)."""
 
     __slots__ = (
+        "_caller",
+        "authorizer",
         "body",
         "headers",
         "isBase64Encoded",
@@ -118,7 +125,10 @@ class HttpRequest:
         body: str | None = None,
         is_base64: bool = False,
         request_id: str = "",
+        authorizer: dict[str, Any] | None = None,
     ) -> None:
+        self.authorizer: dict[str, Any] = authorizer or {}  # requestContext.authorizer: what API Gateway established
+        self._caller: Caller | None = None
         self.routeKey = route_key
         self.rawPath = raw_path
         self.headers: dict[str, str] = headers or {}
@@ -141,6 +151,9 @@ class HttpRequest:
             raise MalformedEvent("requestContext.http is not an object")
         for name in ("method", "path"):
             _text(http.get(name, ""), f"requestContext.http.{name}")
+        authorizer = context.get("authorizer") or {}
+        if not isinstance(authorizer, dict):
+            raise MalformedEvent("requestContext.authorizer is not an object")
         body = event.get("body")
         return cls(
             route_key=_text(event.get("routeKey", ""), "routeKey"),
@@ -151,7 +164,15 @@ class HttpRequest:
             body=None if body is None else _text(body, "body"),
             is_base64=_flag(event.get("isBase64Encoded", False)),
             request_id=_text(context.get("requestId", ""), "requestContext.requestId"),
+            authorizer=authorizer,
         )
+
+    @property
+    def caller(self) -> Caller:
+        """Who is calling, as the edge (`http_endpoint`) established it before the handler ran."""
+        if self._caller is None:
+            raise RuntimeError("the caller is established by http_endpoint, which did not run")
+        return self._caller
 
     def header(self, name: str) -> str | None:
         """A header by name, case-insensitively (API Gateway lower-cases them, clients may not)."""
@@ -247,7 +268,14 @@ def error_response(error: SchedulerError) -> Response:
 
 
 def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[dict[str, Any], Any], Response]:
-    """Turn the event into an HttpRequest and every error into the contract's error body."""
+    """Turn the event into an HttpRequest, establish who is calling, and turn every error into the contract's
+    error body.
+
+    The caller is established before the handler runs (a credential refused is a 401 whatever the request),
+    with the handler module's `runtime` (its settings say the AUTH_MODE; in iam mode its registry maps the
+    principal), so that a test's runtime is the one the edge uses too. Every refused authorization — a 401, a
+    403, another owner's lease answered 404 — is one structured log line and an `AuthRefused` metric.
+    """
 
     @functools.wraps(handler)
     def wrapper(event: dict[str, Any], context: Any) -> Response:
@@ -258,11 +286,16 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
             return json_response(400, {"error": {"code": "invalid_request", "message": "malformed request"}})
         # Every line of the request carries API Gateway's request id (callers quote it in bug reports).
         logger.append_keys(request_id=request.request_id or None)
+        runtime = handler.__globals__["runtime"]
         try:
+            request._caller = runtime.identity.caller(request.authorizer)
             return handler(request, context)
         except SchedulerError as error:
             response = error_response(error)
-            logger.info("request refused", extra={"status": response["statusCode"], "reason": error.message})
+            if isinstance(error, Unauthorized | Forbidden | OtherOwnersLease):
+                auth_refused(runtime, request, error, response["statusCode"])
+            else:
+                logger.info("request refused", extra={"status": response["statusCode"], "reason": error.message})
             return response
         except Exception:
             # Never a stack trace to the caller; the log line has it, under the request id.
@@ -273,3 +306,24 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
             )
 
     return wrapper
+
+
+def auth_refused(runtime: Any, request: HttpRequest, error: SchedulerError, status: int) -> None:
+    """The one log line (never a credential) and the AuthRefused metric of a refused authorization."""
+    from scheduler.observability.metrics import count
+
+    reason = getattr(error, "reason", error.message)
+    identified = request._caller
+    caller = identified.name if identified is not None else _principal(request) or "unknown credential"
+    lease_id = request.pathParameters.get("lease_id")
+    logger.warning(
+        "authorization refused",
+        extra={"caller": caller, "route": request.routeKey, "lease_id": lease_id, "reason": reason, "status": status},
+    )
+    count(runtime.metrics, "AuthRefused", status=str(status))
+
+
+def _principal(request: HttpRequest) -> str | None:
+    iam = request.authorizer.get("iam")
+    arn = iam.get("userArn") if isinstance(iam, dict) else None
+    return arn if isinstance(arn, str) else None

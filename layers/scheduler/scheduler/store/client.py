@@ -19,6 +19,7 @@ _SNAKE = {
     "PutItem": "put_item",
     "GetItem": "get_item",
     "UpdateItem": "update_item",
+    "DeleteItem": "delete_item",
     "Query": "query",
     "TransactWriteItems": "transact_write_items",
     "BatchGetItem": "batch_get_item",
