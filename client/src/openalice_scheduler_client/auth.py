@@ -56,7 +56,9 @@ def resolve_credential(
         raise CredentialError(f"auth={auth!r} and a {given[0]} disagree: pass one of them")
     mode = auth or (given[0] if given else None) or _mode_from_environment()
     if (region or profile) and mode != "iam":
-        raise CredentialError(f"region= and profile= are for SigV4 signing (auth='iam'), not for auth={mode!r}")
+        raise CredentialError(
+            f"a region or a profile is for SigV4 signing (auth='iam', leasectl --auth iam), not for auth={mode!r}"
+        )
     if mode == "iam":
         return _signer(url, region=region, profile=profile)
     if mode == "token":
