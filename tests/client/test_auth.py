@@ -268,6 +268,15 @@ def test_iam_takes_keys_from_the_environment_before_the_file(
 
 
 @pytest.mark.usefixtures("signing_as")
+def test_an_iam_client_shows_no_key_in_its_repr(iam_fake: FakeScheduler) -> None:
+    with fast(iam_fake.url, auth="iam") as client:
+        seen = repr(client) + repr(client.copy()) + repr(client.credential)
+
+    assert "SigV4Signer(region='us-east-1', profile=None)" in seen
+    assert OPERATOR.access_key_id not in seen and OPERATOR.secret_access_key not in seen
+
+
+@pytest.mark.usefixtures("signing_as")
 def test_each_retry_is_signed_again_with_its_own_time(iam_fake: FakeScheduler) -> None:
     # The first attempt is answered 503 asking for 1.1 s: the retry is signed in a later second.
     iam_fake.fail("GET", "/v1/leases", status=503, code="no_capacity", headers={"Retry-After": "1.1"})
