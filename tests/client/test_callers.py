@@ -314,6 +314,13 @@ def test_a_service_caller_managing_callers_exits_1_forbidden(admin: SchedulerCli
     assert code == 1 and err.startswith("leasectl: forbidden: ")
 
 
+@pytest.mark.parametrize("action", ["add", "rotate", "remove"])
+def test_an_empty_name_is_a_usage_error(token_fake: FakeScheduler, action: str) -> None:
+    code, _, err = as_admin(token_fake, "callers", action, "", *(["--role", "service"] if action == "add" else []))
+
+    assert code == 2 and "NAME must not be empty" in err and token_fake.requests == []
+
+
 def test_callers_needs_an_action() -> None:
     code, _, err = run(None, "callers")
 

@@ -142,6 +142,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     check_release(parser, args)
     if getattr(args, "lease_id", None) == "":
         parser.error("ID must not be empty")
+    if getattr(args, "name", None) == "":
+        parser.error("NAME must not be empty")
     ctx = Context(parser, args, out, err)
     # watch refreshes every second: one quick attempt per frame beats a long retry behind it.
     overrides: dict[str, Any] = {"retries": 0, "timeout": 10.0} if args.command == "watch" else {}
