@@ -41,7 +41,8 @@ def run(fake: FakeScheduler | None, *argv: str, secret: str | None = None) -> tu
 
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment for `python -m openalice_scheduler_client.cli` without installing the package."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SCHEDULER_URL", "INTERNAL_SECRET")}
+    own = ("SCHEDULER_URL", "INTERNAL_SECRET", "OPENALICE_SCHEDULER_TOKEN", "OPENALICE_SCHEDULER_AUTH")
+    env = {k: v for k, v in os.environ.items() if k not in own}
     env["PYTHONPATH"] = os.pathsep.join([str(CLIENT_SRC), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
