@@ -92,6 +92,10 @@ def test_releasing_an_owner_s_leases_needs_the_owner() -> None:
     assert refused(OwnerReleaseQuery.parse, {}) == [{"field": "owner_id", "problem": "Field required"}]
 
 
+def test_outside_secret_mode_releasing_leases_may_leave_the_owner_to_the_caller() -> None:
+    assert OwnerReleaseQuery.parse({}, owner_required=False) == OwnerReleaseQuery(owner_id=None, next_token=None)
+
+
 def test_an_owner_no_header_can_carry_is_refused() -> None:
     assert fields_of(refused(OwnerReleaseQuery.parse, {"owner_id": " alice"})) == ["owner_id"]
 
