@@ -45,9 +45,9 @@ class OwnerReleaseQuery(NamedTuple):
     next_token: str | None = None
 
     @classmethod
-    def parse(cls, data: object, *, owner_required: bool = True) -> Self:
-        """From the query string's parameters; InvalidRequest naming each problem otherwise. `owner_required`:
-        `secret` mode's rule (no caller has owners of its own there); in `token` and `iam` modes it may be absent."""
+    def parse(cls, data: object, *, owner_required: bool = False) -> Self:
+        """From the query string's parameters, as openapi.yaml says; InvalidRequest naming each problem otherwise.
+        `owner_required`: `secret` mode's rule besides (no caller has owners of its own there), one more problem."""
         rules = wire.RELEASE_OWNER_LEASES_QUERY
         query = fields_of(data, "query", rules)
         owner_rule = rules["owner_id"].copy()
