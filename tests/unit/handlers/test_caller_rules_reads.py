@@ -72,7 +72,7 @@ def same_answer(one: dict[str, Any], other: dict[str, Any], one_id: str, other_i
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    fields = ("caller", "route", "lease_id", "status")
+    fields = ("caller", "route", "lease_id", "status", "reason")
     return [
         {name: getattr(record, name) for name in fields}
         for record in caplog.records
@@ -109,7 +109,10 @@ def test_a_service_naming_another_owner_is_refused_and_the_refusal_counted(
         ANIM, "list_leases", event("list_leases", queryStringParameters={"owner_id": "live-control"})
     )
     assert (status, body["error"]["code"]) == (403, "forbidden")
-    assert refusals(caplog) == [{"caller": "anim", "route": "GET /v1/leases", "lease_id": None, "status": 403}]
+    reason = "caller anim may not read owner live-control's leases or usage"
+    assert refusals(caplog) == [
+        {"caller": "anim", "route": "GET /v1/leases", "lease_id": None, "status": 403, "reason": reason}
+    ]
     assert metrics.of("AuthRefused") == [{"status": "403", "value": 1}]
 
 
@@ -141,8 +144,8 @@ def test_a_services_read_of_another_owners_lease_is_logged_and_counted_as_refuse
 ) -> None:
     others = running(leases, provider, "live-control")
     api(ANIM, "get_lease", event("get_lease", others))
-    route = "GET /v1/lease/{lease_id}"
-    assert refusals(caplog) == [{"caller": "anim", "route": route, "lease_id": others, "status": 404}]
+    route, reason = "GET /v1/lease/{lease_id}", "another owner's lease: caller anim does not act for its owner"
+    assert refusals(caplog) == [{"caller": "anim", "route": route, "lease_id": others, "status": 404, "reason": reason}]
     assert metrics.of("AuthRefused") == [{"status": "404", "value": 1}]
 
 
