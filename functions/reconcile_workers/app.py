@@ -5,6 +5,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
+from scheduler.callers.model import RECONCILER
 from scheduler.leases.reconcile import reconcile
 from scheduler.observability.metrics import count, lease_ended
 from scheduler.runtime import Runtime, background_deadline
@@ -16,7 +17,7 @@ runtime = Runtime.from_environment().warm("store", "providers", "limits")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one reconcile pass and count what it repaired."""
-    report = reconcile(runtime.context(background_deadline(context)))
+    report = reconcile(runtime.context(background_deadline(context), RECONCILER))
     emitted = runtime.metrics
     for provider in runtime.providers.names:
         emitted.emit("OrphanRemoved", MetricUnit.Count, report.orphans_by_provider.get(provider, 0), provider=provider)

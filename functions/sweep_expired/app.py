@@ -11,6 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
+from scheduler.callers.model import SWEEP
 from scheduler.handoff import hop_of
 from scheduler.leases.sweep import SweepRun, run_sweep
 from scheduler.observability.metrics import Metrics, boot_failed, count, lease_ended, worker_ready
@@ -23,7 +24,7 @@ runtime = Runtime.from_environment().warm("store", "providers", "limits")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report what it ended, how late, and how many leases are live."""
-    ctx = runtime.context(background_deadline(context))
+    ctx = runtime.context(background_deadline(context), SWEEP)
     run = run_sweep(
         ctx, hop_of(event), runtime.readiness, lambda hop: runtime.handoff.hand_on(context.function_name, hop)
     )

@@ -75,6 +75,8 @@ class Lease:
     ready_at: datetime | None = None
     max_cost_per_hour: float | None = None
     cost_usd: float | None = None  # accrued so far while live, final once ended
+    created_by: str | None = None  # the caller whose acquire made it (null from a service older than callers)
+    ended_by: str | None = None  # who ended it: a caller's name, sweep, ttl-stream or reconciler; null while live
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -106,6 +108,8 @@ class Lease:
                 ready_at=_optional_time(data.get("ready_at")),
                 max_cost_per_hour=_optional_float(data.get("max_cost_per_hour")),
                 cost_usd=_optional_float(data.get("cost_usd")),
+                created_by=_optional_str(data.get("created_by")),
+                ended_by=_optional_str(data.get("ended_by")),
                 raw=dict(data),
             )
         except KeyError as missing:
