@@ -27,7 +27,7 @@ from requests import PreparedRequest
 from .credentials import Credential, CredentialError
 
 SERVICE = "execute-api"
-_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.amazonaws\.com(?:\.cn)?$")
+_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.amazonaws\.com(?:\.cn)?\Z")
 # Hop-by-hop and framing headers, and those an HTTP library sets on its own: not signed (botocore's own list
 # varies with its version; the signature must not depend on it).
 UNSIGNED = frozenset(
