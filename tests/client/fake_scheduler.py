@@ -252,6 +252,8 @@ class FakeScheduler:
             "ready_at": _time(now) if self.boot_gets is None else None,
             "max_cost_per_hour": body.get("max_cost_per_hour"),
             "cost_usd": None,
+            "created_by": "shared-secret",
+            "ended_by": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 

@@ -136,6 +136,16 @@ def test_get_and_renew_print_the_lease(fake: FakeScheduler) -> None:
     assert code == 0 and "ttl_seconds     120" in out
 
 
+def test_get_names_who_made_the_lease_and_who_ended_it(fake: FakeScheduler) -> None:
+    lease = fake.add_lease(status="released")
+    fake.leases[lease["lease_id"]] |= {"created_by": "anim-svc", "ended_by": "sweep"}
+
+    code, out, _ = run(fake, "get", lease["lease_id"])
+
+    assert code == 0
+    assert "created_by      anim-svc" in out and "ended_by        sweep" in out
+
+
 def test_release_json_prints_an_empty_object(fake: FakeScheduler) -> None:
     lease = fake.add_lease()
 

@@ -145,6 +145,8 @@ def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_pa
         ("cost_ceiling", "-" if lease.max_cost_per_hour is None else f"${lease.max_cost_per_hour:.4f}"),
         ("cost_usd", format_dollars(lease.cost_usd)),
         ("failure_reason", lease.failure_reason or "-"),
+        ("created_by", lease.created_by or "-"),
+        ("ended_by", lease.ended_by or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     return [f"{name.ljust(width)}  {value}" for name, value in fields]
