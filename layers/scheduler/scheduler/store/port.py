@@ -52,6 +52,9 @@ class LeaseReadsPort(Protocol):
     def live_holds(self) -> list[tuple[str, ...]]:
         """The held counter entries of every live lease (what the counters should add up to)."""
 
+    def expiring_leases(self, now: datetime, until: datetime) -> Iterator[Lease]:
+        """Active leases expiring after `now` and by `until` whose current expiry no warning was written for."""
+
 
 class LeaseWritesPort(Protocol):
     """The lease's state changes, each a transition of `scheduler.lifecycle`."""
@@ -105,6 +108,9 @@ class LeaseWritesPort(Protocol):
 
     def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
         """A claim ending a still-starting lease `failed` (it never booted); None if it changed meanwhile."""
+
+    def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
+        """Mark an active lease warned of its expiry `expires_epoch`; False if it changed meanwhile."""
 
     def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
         """Extend an active lease to now + ttl (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
