@@ -73,7 +73,8 @@ def _data(kind: EventType, status: str) -> dict[str, Any]:
         "reason": {**MAYBE_TEXT, "description": "Why, where the lease says (an end's failure_reason)."},
         "sequence": {"type": "integer", "minimum": 1, "description": "1, 2, 3… in the lease's transition order."},
     }
-    assert list(properties) == [*DATA_FIELDS, "sequence"], "the fields of data changed: write their schemas"
+    if list(properties) != [*DATA_FIELDS, "sequence"]:
+        raise SystemExit("scheduler.events.model.DATA_FIELDS changed: write the schemas of the fields here")
     return {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
 
 

@@ -1,4 +1,5 @@
-"""A stream batch answered as a partial batch response: only the records that raised are retried."""
+"""A stream batch answered as a partial batch response: only the records that raised are retried (`handle_batch`),
+or everything from the first that raised on, in order (`handle_in_order`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.stream_batch import EveryRecordFailed, handle_batch
+from scheduler.api.stream_batch import EveryRecordFailed, handle_batch, handle_in_order
 
 
 class RecordedLogs:
@@ -66,3 +67,26 @@ def test_a_record_that_is_no_object_is_a_failure_of_its_own() -> None:
     event = {"Records": ["junk", {"dynamodb": {"SequenceNumber": "7"}}]}
     answer = handle_batch(event, failing_on(), RecordedLogs())
     assert answer == {"batchItemFailures": [{"itemIdentifier": ""}]}
+
+
+def test_in_order_the_records_after_a_failure_are_left_for_the_retry() -> None:
+    handle = failing_on("2")
+
+    answer = handle_in_order(batch("1", "2", "3"), handle, RecordedLogs())
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}]} and handle.handled == ["1"]
+
+
+def test_in_order_a_batch_handled_in_full_reports_no_failure() -> None:
+    handle = failing_on()
+
+    assert handle_in_order(batch("1", "2"), handle, RecordedLogs()) == {"batchItemFailures": []}
+    assert handle.handled == ["1", "2"]
+
+
+def test_in_order_a_failing_first_record_fails_the_invocation_so_lambda_bisects_or_retries_it() -> None:
+    logs = RecordedLogs()
+
+    with pytest.raises(EveryRecordFailed):
+        handle_in_order(batch("1", "2"), failing_on("1"), logs)
+    assert logs.failures == [{"sequence_number": "1"}]

@@ -41,7 +41,11 @@ def validator(kind: EventType) -> Draft202012Validator:
 
 
 def emitted() -> list[tuple[EventType, dict[str, Any]]]:
-    return [(event.type, event.document(number)) for number, found in enumerate(TRANSITIONS, 1) for event in events_of(found)]
+    return [
+        (event.type, event.document(number))
+        for number, found in enumerate(TRANSITIONS, 1)
+        for event in events_of(found)
+    ]
 
 
 def test_the_schemas_are_what_the_script_writes() -> None:
@@ -60,9 +64,7 @@ def test_the_transitions_give_every_type() -> None:
 
 
 @pytest.mark.parametrize(("kind", "document"), emitted(), ids=lambda value: getattr(value, "value", ""))
-def test_every_event_the_producer_emits_is_valid_against_its_schema(
-    kind: EventType, document: dict[str, Any]
-) -> None:
+def test_every_event_the_producer_emits_is_valid_against_its_schema(kind: EventType, document: dict[str, Any]) -> None:
     errors = [error.message for error in validator(kind).iter_errors(document)]
     assert not errors
 

@@ -1,5 +1,6 @@
 """A DynamoDB stream batch handled record by record, answered as a partial batch response
-(`ReportBatchItemFailures`): only the records that raised are retried.
+(`ReportBatchItemFailures`): only the records that raised are retried (`handle_batch`), or, where order
+matters, everything from the first that raised on (`handle_in_order`).
 
 Written out rather than powertools' BatchProcessor, whose import (asyncio and every event data class)
 was a fifth of the stream function's cold start; the behaviour is the same: every record is tried,
@@ -51,3 +52,24 @@ def handle_batch(
     if records and len(failures) == len(records):
         raise EveryRecordFailed(f"all {len(records)} records of the batch failed")
     return {"batchItemFailures": failures}
+
+
+def handle_in_order(
+    event: Mapping[str, Any], handle: Callable[[Mapping[str, Any]], None], logger: Logs
+) -> PartialBatchResponse:
+    """`handle` the records one after the other up to the first that raises, and report that one: Lambda hands it
+    over again with every record after it, none of which was handled, so each item's records are handled in
+    their order, each once it is its turn (the lifecycle events number an item's changes in that order)."""
+    records: Sequence[Mapping[str, Any]] = event.get("Records") or []
+    for position, record in enumerate(records):
+        try:
+            handle(record)
+        except Exception:  # the record and those after it are handed over again, in order
+            sequence = sequence_number(record)
+            logger.exception(
+                "stream record failed; it and those after it will be retried", extra={"sequence_number": sequence}
+            )
+            if position == 0:
+                raise EveryRecordFailed(f"the first of {len(records)} records failed") from None
+            return {"batchItemFailures": [{"itemIdentifier": sequence}]}
+    return {"batchItemFailures": []}

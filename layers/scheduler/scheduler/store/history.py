@@ -135,7 +135,9 @@ class HistoryStore(HistoryBook, TableClient):
         }
         keys = [item for page in self._pages("Query", request) for item in page.get("Items", [])]
         for start in range(0, len(keys), _BATCH_DELETE):
-            pending: list[dict[str, Any]] = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + _BATCH_DELETE]]
+            pending: list[dict[str, Any]] = [
+                {"DeleteRequest": {"Key": key}} for key in keys[start : start + _BATCH_DELETE]
+            ]
             attempts = self._retry.attempts()
             while pending:
                 answer = self._call("BatchWriteItem", RequestItems={self.table_name: pending})
