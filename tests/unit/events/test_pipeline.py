@@ -28,7 +28,8 @@ class Arranged:
 
     def webhook(self, owner: str, *events: str) -> str:
         webhook_id = f"wh_{len(self.webhooks.every()):032x}"
-        self.webhooks.create(WebhookRecord(webhook_id, "https://h.example.com/", events, owner, CREATED, "x"), "whsec_x")
+        record = WebhookRecord(webhook_id, "https://h.example.com/", events, owner, CREATED, "x")
+        self.webhooks.create(record, "whsec_x")
         return webhook_id
 
     def queued(self) -> list[tuple[str, str, int]]:

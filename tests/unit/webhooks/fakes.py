@@ -51,7 +51,9 @@ class Receiver:
 
 
 class Arranged:
-    def __init__(self, receiver: Receiver, *, retry_seconds: int = 86_400, addresses: Sequence[str] = (PUBLIC,)) -> None:
+    def __init__(
+        self, receiver: Receiver, *, retry_seconds: int = 86_400, addresses: Sequence[str] = (PUBLIC,)
+    ) -> None:
         self.webhooks = MemoryWebhooks()
         self.secret = new_secret()
         self.record = WebhookRecord("wh_" + "0" * 32, URL, ("lease.ready", "lease.failed"), "anim", int(START), "anim")

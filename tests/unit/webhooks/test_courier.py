@@ -18,7 +18,7 @@ def test_a_delivery_is_signed_with_its_webhooks_secret_and_carries_the_event() -
 
     outcome = arranged.courier.deliver(arranged.message())
 
-    (target, headers, body), = receiver.got
+    ((target, headers, body),) = receiver.got
     assert outcome.state == "delivered" and outcome.status == 204
     assert Webhook(arranged.secret).verify(body.decode(), headers) == {
         "type": DOCUMENT["type"],
@@ -51,7 +51,7 @@ def test_a_name_that_now_resolves_to_a_private_address_is_not_sent_to_and_is_ret
     outcome = arranged.courier.deliver(arranged.message())
 
     assert outcome.state == "retrying" and "private" in str(outcome.error) and receiver.got == []
-    (queued, _), = arranged.queue.sent
+    ((queued, _),) = arranged.queue.sent
     assert queued["attempt"] == 1 and "10.0.0.7" in queued["last_error"]
 
 
@@ -60,7 +60,7 @@ def test_a_retry_is_queued_with_its_backoff_and_counts_its_attempts() -> None:
 
     outcome = arranged.courier.deliver(arranged.message())
 
-    (queued, delay), = arranged.queue.sent
+    ((queued, delay),) = arranged.queue.sent
     assert outcome.state == "retrying" and 1 <= delay <= 2
     assert queued["attempt"] == 1 and queued["first"] == START and queued["last_status"] == 503
     assert json.dumps(queued).count(arranged.secret) == 0

@@ -29,7 +29,9 @@ def resolve(host: str, port: int) -> Sequence[str]:
     return {"hooks.example.com": ["93.184.215.14"], "inside.example.com": ["10.0.0.5"]}.get(host, [])
 
 
-def add(store: WebhooksPort, caller: Caller, owner: str | None = None, header: str | None = None, url: str = URL) -> str:
+def add(
+    store: WebhooksPort, caller: Caller, owner: str | None = None, header: str | None = None, url: str = URL
+) -> str:
     request = WebhookRequest.parse({"url": url, **({"owner_id": owner} if owner else {})})
     record, secret = add_webhook(request, caller, header, store, lambda: NOW, allow_loopback=False, resolver=resolve)
     assert secret.startswith("whsec_")
@@ -87,9 +89,8 @@ def test_a_url_that_is_no_safe_target_is_refused_naming_why(webhooks: WebhooksPo
     with pytest.raises(InvalidRequest) as refused:
         add(webhooks, SERVICE, url="https://inside.example.com/hook")
 
-    assert refused.value.details == {
-        "problems": [{"field": "url", "problem": "inside.example.com, which resolves to 10.0.0.5, is a private address"}]
-    }
+    why = "inside.example.com, which resolves to 10.0.0.5, is a private address"
+    assert refused.value.details == {"problems": [{"field": "url", "problem": why}]}
     assert owners(webhooks, OPERATOR) == []
 
 

@@ -3,6 +3,7 @@ hops of at most 15 minutes, every attempt within WEBHOOK_RETRY_SECONDS of the fi
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from scheduler.webhooks.retries import HOP_SECONDS, MOST_SECONDS, after_failure, backoff
@@ -38,8 +39,8 @@ def test_a_receiver_down_for_a_while_gets_the_delivery_once_it_recovers() -> Non
     states = arranged.run_until_settled()
 
     assert [state for _, state in states] == ["retrying"] * 4 + ["delivered"]
-    waits = [later - earlier for (earlier, _), (later, _) in zip(states, states[1:], strict=False)]
-    assert [1 <= wait <= 2 for wait in waits[:1]] == [True] and all(b > a for a, b in zip(waits, waits[1:], strict=False))
+    waits = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(states)]
+    assert 1 <= waits[0] <= 2 and all(b > a for a, b in itertools.pairwise(waits))
 
 
 def test_every_attempt_carries_the_same_id_and_its_own_timestamp() -> None:
@@ -62,7 +63,7 @@ def test_a_dead_endpoint_is_tried_for_the_retry_time_then_dead_lettered() -> Non
     assert states[-1][1] == "dead_lettered"
     assert attempts[-1] - START <= 86_400 and attempts[-1] - START > 86_400 - MOST_SECONDS
     assert len(arranged.queue.dead) == 1 and arranged.queue.dead[0]["last_error"] == "TimeoutError: timed out"
-    waits = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    waits = [b - a for a, b in itertools.pairwise(attempts)]
     assert max(waits) <= MOST_SECONDS + 1
 
 

@@ -16,7 +16,7 @@ from scheduler.webhooks.targets import Target
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
         self.server.got.append((self.path, dict(self.headers), self.rfile.read(length)))  # type: ignore[attr-defined]
         mode = self.server.mode  # type: ignore[attr-defined]
@@ -52,7 +52,7 @@ def target(server: ThreadingHTTPServer, host: str = "receiver.invalid") -> Targe
 def test_a_2xx_is_delivered_with_the_body_and_headers(server: ThreadingHTTPServer) -> None:
     attempt = post(target(server), {"webhook-id": "evt_1", "content-type": "application/json"}, b'{"a":1}')
 
-    (path, headers, body), = server.got  # type: ignore[attr-defined]
+    ((path, headers, body),) = server.got  # type: ignore[attr-defined]
     assert attempt.delivered and attempt.status == 204
     assert (path, body, headers["webhook-id"]) == ("/hook?x=1", b'{"a":1}', "evt_1")
 
@@ -60,7 +60,7 @@ def test_a_2xx_is_delivered_with_the_body_and_headers(server: ThreadingHTTPServe
 def test_the_connection_goes_to_the_checked_address_and_names_the_urls_host(server: ThreadingHTTPServer) -> None:
     post(target(server, "hooks.example.com"), {}, b"{}")
 
-    (_, headers, _), = server.got  # type: ignore[attr-defined]
+    ((_, headers, _),) = server.got  # type: ignore[attr-defined]
     assert headers["Host"] == f"hooks.example.com:{server.server_port}"
 
 

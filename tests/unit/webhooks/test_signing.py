@@ -18,7 +18,9 @@ def test_a_signed_delivery_verifies_with_the_standard_webhooks_library() -> None
     secret = new_secret()
     sent = headers(secret, "evt_" + "a" * 32, int(time.time()), BODY)
 
-    assert Webhook(secret).verify(BODY, sent) == {"type": "lease.ready", "timestamp": "2026-11-30T04:00:03Z", "data": {"sequence": 2}}
+    verified = Webhook(secret).verify(BODY, sent)
+
+    assert verified == {"type": "lease.ready", "timestamp": "2026-11-30T04:00:03Z", "data": {"sequence": 2}}
 
 
 def test_a_signature_matches_the_librarys_own() -> None:
