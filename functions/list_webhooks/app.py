@@ -4,10 +4,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from scheduler import wire
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
-from scheduler.inputs import fields_of
 from scheduler.runtime import Runtime
+from scheduler.webhooks.model import WebhooksQuery
 from scheduler.webhooks.registry import list_webhooks
 
 logger = Logger()
@@ -18,9 +17,6 @@ runtime = Runtime.from_environment().warm("webhooks")
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
     """Parse the query, list what the caller may see."""
-    rules = wire.LIST_WEBHOOKS_QUERY
-    query = fields_of(request.queryStringParameters, "query", rules)
-    owner = query.text("owner_id", rules["owner_id"])
-    query.check("query")
-    found = list_webhooks(request.caller, owner, runtime.webhooks)
+    query = WebhooksQuery.parse(request.queryStringParameters)
+    found = list_webhooks(request.caller, query.owner_id, runtime.webhooks)
     return json_response(200, {"webhooks": [record.wire() for record in found]})

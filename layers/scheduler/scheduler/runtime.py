@@ -277,8 +277,6 @@ class Runtime:
         """The stack's EventBridge bus (EVENT_BUS_NAME)."""
         from scheduler.events.channels import EventBridgeBus
 
-        if not self.settings.event_bus_name:
-            raise RuntimeError("EVENT_BUS_NAME is not configured")
         return EventBridgeBus(aws_client("events"), self.settings.event_bus_name)
 
     @cached_property
@@ -286,8 +284,6 @@ class Runtime:
         """The webhook delivery queue and its dead-letter queue (WEBHOOK_QUEUE_URL, WEBHOOK_DEAD_LETTER_QUEUE_URL)."""
         from scheduler.events.channels import SqsDeliveryQueue
 
-        if not self.settings.webhook_queue_url:
-            raise RuntimeError("WEBHOOK_QUEUE_URL is not configured")
         return SqsDeliveryQueue(
             aws_client("sqs"), self.settings.webhook_queue_url, self.settings.webhook_dead_letter_queue_url
         )

@@ -35,11 +35,13 @@ class DeliveryQueue(Protocol):
 class EventBridgeBus:
     """PutEvents on the stack's own bus (EVENT_BUS_NAME), source `openalice.scheduler`."""
 
-    def __init__(self, client: Any, bus_name: str) -> None:
+    def __init__(self, client: Any, bus_name: str | None) -> None:
         self._client = client
         self._bus = bus_name
 
     def put(self, documents: Sequence[dict[str, Any]]) -> None:
+        if not self._bus:
+            raise ChannelFailed("EVENT_BUS_NAME is not configured")
         for start in range(0, len(documents), _PUT_EVENTS_ENTRIES):
             chunk = documents[start : start + _PUT_EVENTS_ENTRIES]
             entries = [
@@ -60,12 +62,14 @@ class EventBridgeBus:
 class SqsDeliveryQueue:
     """The webhook delivery queue (WEBHOOK_QUEUE_URL) and its dead-letter queue (WEBHOOK_DEAD_LETTER_QUEUE_URL)."""
 
-    def __init__(self, client: Any, queue_url: str, dead_letter_url: str | None) -> None:
+    def __init__(self, client: Any, queue_url: str | None, dead_letter_url: str | None) -> None:
         self._client = client
         self._url = queue_url
         self._dead_letter_url = dead_letter_url
 
     def send(self, messages: Sequence[dict[str, Any]], delay_seconds: int = 0) -> None:
+        if not self._url:
+            raise ChannelFailed("WEBHOOK_QUEUE_URL is not configured")
         for start in range(0, len(messages), _SEND_BATCH_ENTRIES):
             chunk = messages[start : start + _SEND_BATCH_ENTRIES]
             entries = [

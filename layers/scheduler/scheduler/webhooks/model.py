@@ -69,6 +69,21 @@ class WebhookRequest(NamedTuple):
         return cls(url=url, events=chosen, owner_id=owner_id)
 
 
+class WebhooksQuery(NamedTuple):
+    """Query of `GET /v1/webhooks`."""
+
+    owner_id: str | None = None
+
+    @classmethod
+    def parse(cls, data: object) -> Self:
+        """From the query string's parameters; InvalidRequest naming each problem otherwise."""
+        rules = wire.LIST_WEBHOOKS_QUERY
+        query = fields_of(data, "query", rules)
+        owner_id = query.text("owner_id", rules["owner_id"])
+        query.check("query")
+        return cls(owner_id=owner_id)
+
+
 def webhook_id(value: str) -> str | None:
     """A `{webhook_id}` path parameter, if it can name a webhook (None: it names none)."""
     return value if len(value) == 35 and value.startswith("wh_") and _hex(value[3:]) else None
