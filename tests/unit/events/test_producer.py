@@ -29,6 +29,7 @@ def types(found: dict[str, object]) -> list[str]:
         ("activated, its worker ready at once", modify(image(), active(**READY)), ["lease.active", "lease.ready"]),
         ("its worker became ready", modify(active(), active(**READY)), ["lease.ready"]),
         ("renewed", modify(active(**READY), active(**READY, expires_epoch=CREATED + 1200)), ["lease.renewed"]),
+        ("renewed for less", modify(active(**READY), active(**READY, expires_epoch=CREATED + 300)), ["lease.renewed"]),
         ("given a preemption notice", modify(active(), active(preempt_at=CREATED + 120)), ["lease.preemption_notice"]),
         (
             "warned of its expiry",

@@ -7,7 +7,7 @@ yet (`queued`, `preempted`, issue 26) maps by its name the day it is written, an
 - a new lease `queued` → lease.queued; `pending` (provisioning) → nothing yet;
 - into `active` → lease.active, then lease.ready when its worker ran at once (one record, two events);
 - an active lease's worker `starting` → `ready` → lease.ready;
-- an active lease's `expires_epoch` moved later → lease.renewed;
+- an active lease's `expires_epoch` moved (a renewal: later, or sooner with a shorter ttl) → lease.renewed;
 - `preempt_at` (issue 26) appearing → lease.preemption_notice;
 - the sweep's warning mark (`warned_expiry`) set for the lease's current expiry → lease.expiring;
 - into an ended status (released, expired, failed, preempted) → lease.<status>;
@@ -87,8 +87,8 @@ def transitions(event_name: str, old: Image, new: Image) -> list[EventType]:
     if _text(old, "worker_state") != "ready" and _text(new, "worker_state") == "ready":
         found.append(EventType.READY)
     old_expiry, new_expiry = _epoch(old, "expires_epoch"), _epoch(new, "expires_epoch")
-    if old_expiry is not None and new_expiry is not None and new_expiry > old_expiry:
-        found.append(EventType.RENEWED)
+    if old_expiry is not None and new_expiry is not None and new_expiry != old_expiry:
+        found.append(EventType.RENEWED)  # only a renewal moves an active lease's expiry (later, or sooner)
     if _epoch(old, *PREEMPT_AT) is None and _epoch(new, *PREEMPT_AT) is not None:
         found.append(EventType.PREEMPTION_NOTICE)
     warned = _epoch(new, WARNED)
