@@ -186,6 +186,9 @@ class WebhooksPort(Protocol):
     def get(self, webhook_id: str) -> tuple[WebhookRecord, str] | None:
         """The webhook and its secret (None: none of that id)."""
 
+    def find(self, webhook_id: str) -> WebhookRecord | None:
+        """The webhook without its secret (None: none of that id)."""
+
     def by_owner(self, owner_id: str) -> list[WebhookRecord]:
         """The owner's webhooks (no secret read)."""
 

@@ -52,6 +52,20 @@ class WebhookStore(TableClient):
         item = response.get("Item")
         return None if not item else (record_of(item), item["secret"]["S"])
 
+    def find(self, webhook_id: str) -> WebhookRecord | None:
+        """The webhook without its secret (what its removal needs): the shown attributes only, as the removing
+        function's policy requires (`dynamodb:Attributes`)."""
+        response = self._call(
+            "GetItem",
+            TableName=self.table_name,
+            Key=_key(webhook_id),
+            ConsistentRead=True,
+            ProjectionExpression=_SHOWN,
+            ExpressionAttributeNames={"#url": "url"},
+        )
+        item = response.get("Item")
+        return record_of(item) if item else None
+
     def by_owner(self, owner_id: str) -> list[WebhookRecord]:
         """The owner's webhooks (from the index: no secret is read)."""
         request = {

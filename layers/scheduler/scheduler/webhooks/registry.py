@@ -59,10 +59,9 @@ def list_webhooks(caller: Caller, requested: str | None, store: WebhooksPort) ->
 def remove_webhook(caller: Caller, raw_id: str, header: str | None, store: WebhooksPort) -> WebhookRecord:
     """Remove a webhook the caller may remove; NotFound when there is none (to it)."""
     chosen = webhook_id(raw_id)
-    found = store.get(chosen) if chosen else None
-    if found is None:
+    record = store.find(chosen) if chosen else None
+    if record is None:
         raise NotFound(f"webhook {raw_id[:64]} not found")
-    record, _ = found
     webhook_removal(caller, record.webhook_id, record.owner_id, header)
     store.delete(record.webhook_id)
     return record

@@ -24,6 +24,11 @@ class MemoryWebhooks:
         with self._lock:
             return self._webhooks.get(webhook_id)
 
+    def find(self, webhook_id: str) -> WebhookRecord | None:
+        with self._lock:
+            found = self._webhooks.get(webhook_id)
+        return None if found is None else found[0]
+
     def by_owner(self, owner_id: str) -> list[WebhookRecord]:
         with self._lock:
             found = [record for record, _ in self._webhooks.values() if record.owner_id == owner_id]
