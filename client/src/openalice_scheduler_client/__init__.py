@@ -30,20 +30,24 @@ from .errors import (
     Unauthorized,
     WorkerNotReady,
 )
+from .events import EVENT_TYPES, CreatedWebhook, LeaseEvent, Webhook
 from .leasing import LeaseHandle
 from .models import Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __all__ = [
     "DEFAULT_URL",
+    "EVENT_TYPES",
     "BootFailed",
     "BudgetExceeded",
     "Conflict",
+    "CreatedWebhook",
     "Forbidden",
     "Gone",
     "InvalidRequest",
     "InvalidResponse",
     "Lease",
+    "LeaseEvent",
     "LeaseHandle",
     "NoCapacity",
     "NotFound",
@@ -58,6 +62,7 @@ __all__ = [
     "ServerError",
     "ServiceUnreachable",
     "Unauthorized",
+    "Webhook",
     "WorkerLogs",
     "WorkerNotReady",
     "__version__",

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from .cli_completion import add_completion_parser, cmd_completion
 from .cli_context import EXIT_API_ERROR, EXIT_OK, EXIT_UNREACHABLE, PROG, Command, Context
+from .cli_events import add_events_parsers, cmd_events, cmd_webhooks
 from .cli_leases import LEASE_COMMANDS, add_lease_parsers, check_release
 from .cli_ops import OPERATIONS, add_operations
 from .cli_progress import WaitProgress
@@ -41,6 +42,8 @@ __all__ = ["CLEAR_EOL", "WaitProgress", "build_parser", "format_remaining", "for
 COMMANDS: dict[str, Command] = {
     **LEASE_COMMANDS,
     "watch": cmd_watch,
+    "events": cmd_events,
+    "webhooks": cmd_webhooks,
     "usage": cmd_usage,
     **OPERATIONS,
     "completion": cmd_completion,
@@ -71,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lease_parsers(commands)
     add_usage_parser(commands)
     add_watch_parser(commands)
+    add_events_parsers(commands)
     add_operations(parser, commands)
     add_completion_parser(commands)
     for name, sub in commands.choices.items():

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .errors import BootFailed, InvalidResponse, NotFound, ReadyTimeout, SchedulerError, error_from_response
+from .events_api import EventsApi
 from .leasing import LeaseHandle, hold
 from .models import Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
@@ -34,7 +35,7 @@ logger.addHandler(logging.NullHandler())  # a library logs only where its applic
 MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API Gateway's 30 s)
 
 
-class SchedulerClient(Transport):
+class SchedulerClient(EventsApi, Transport):
     """A client of the scheduler's lease API (openapi.yaml).
 
     `url` defaults to `$SCHEDULER_URL` or `http://127.0.0.1:3000`; `secret` (sent as
