@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.stream_batch import EveryRecordFailed, handle_batch, handle_in_order
+from scheduler.api.stream_batch import EveryRecordFailed, handle_batch, handle_by_key, handle_in_order
 
 
 class RecordedLogs:
@@ -90,3 +90,46 @@ def test_in_order_a_failing_first_record_fails_the_invocation_so_lambda_bisects_
     with pytest.raises(EveryRecordFailed):
         handle_in_order(batch("1", "2"), failing_on("1"), logs)
     assert logs.failures == [{"sequence_number": "1"}]
+
+
+def keyed(*records: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {"eventName": "MODIFY", "dynamodb": {"SequenceNumber": sequence, "Keys": {"id": {"S": item}}}}
+            for item, sequence in records
+        ]
+    }
+
+
+def item_of(record: Mapping[str, Any]) -> str:
+    return str(record["dynamodb"]["Keys"]["id"]["S"])
+
+
+def test_by_key_each_item_s_records_are_handled_in_order_and_the_items_at_once() -> None:
+    handle = failing_on()
+
+    answer = handle_by_key(keyed(("a", "1"), ("b", "2"), ("a", "3"), ("b", "4")), handle, item_of, RecordedLogs())
+
+    assert answer == {"batchItemFailures": []}
+    assert [s for s in handle.handled if s in ("1", "3")] == ["1", "3"] and sorted(handle.handled) == [
+        "1",
+        "2",
+        "3",
+        "4",
+    ]
+
+
+def test_by_key_an_item_s_records_after_its_failure_wait_and_the_earliest_failure_is_reported() -> None:
+    handle = failing_on("3")
+
+    answer = handle_by_key(
+        keyed(("a", "1"), ("b", "2"), ("a", "3"), ("b", "4"), ("a", "5")), handle, item_of, RecordedLogs()
+    )
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": "3"}]}
+    assert "5" not in handle.handled and {"1", "2", "4"} <= set(handle.handled)
+
+
+def test_by_key_a_failing_first_record_fails_the_invocation() -> None:
+    with pytest.raises(EveryRecordFailed):
+        handle_by_key(keyed(("a", "1"), ("b", "2")), failing_on("1"), item_of, RecordedLogs())

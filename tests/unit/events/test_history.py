@@ -128,3 +128,34 @@ def test_a_purge_deletes_the_leases_history_only(history: Any) -> None:
     assert history.purge(LEASE_ID) == 5
     assert everything(history) == []
     assert numbers(everything(history, other)) == [1]
+
+
+def test_a_batch_of_one_lease_s_changes_reads_its_history_once(history: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+    newest = history._newest
+    monkeypatch.setattr(history, "_newest", lambda lease_id: reads.append(lease_id) or newest(lease_id))
+    memo: dict[str, Any] = {}
+
+    numbered = [history.record(events, NOW, memo) for events in life()]
+
+    assert [numbers(documents) for documents in numbered] == [[1, 2], [3], [4], [5]] and reads == [LEASE_ID]
+
+
+def test_a_record_seen_again_within_a_batch_keeps_its_numbers(history: Any) -> None:
+    activated, renewed = life()[:2]
+    memo: dict[str, Any] = {}
+    history.record(activated, NOW, memo)
+    history.record(renewed, NOW, memo)
+
+    assert numbers(history.record(renewed, NOW, memo)) == [3]
+    assert numbers(everything(history)) == [1, 2, 3]
+
+
+def test_a_batch_handed_over_again_reads_the_history_and_keeps_every_number(history: Any) -> None:
+    records = life()
+    first = [history.record(events, NOW, {}) for events in records[:2]]
+    memo: dict[str, Any] = {}
+
+    again = [history.record(events, NOW, memo) for events in records]
+
+    assert [numbers(documents) for documents in again] == [[1, 2], [3], [4], [5]] and again[:2] == first

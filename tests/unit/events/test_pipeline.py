@@ -104,3 +104,19 @@ def test_the_owners_webhooks_are_read_once_per_invocation() -> None:
         arranged.pipeline.handle(modify(active(expires_epoch=CREATED + ttl - 300), active(expires_epoch=CREATED + ttl)))
 
     assert reads == ["alice"] and len(arranged.queue.sent) == 3
+
+
+def test_a_batch_is_published_at_once_ten_events_a_call() -> None:
+    arranged = Arranged()
+    arranged.webhook("alice", "lease.renewed")
+    calls: list[int] = []
+    put = arranged.bus.put
+    arranged.bus.put = lambda documents: calls.append(len(documents)) or put(documents)  # type: ignore[method-assign]
+
+    for ttl in range(900, 900 + 12 * 60, 60):
+        arranged.pipeline.take(modify(active(expires_epoch=CREATED + ttl - 60), active(expires_epoch=CREATED + ttl)))
+    published = arranged.pipeline.flush()
+
+    assert calls == [12] and len(published.documents) == 12 and published.deliveries == 12
+    assert [document["data"]["sequence"] for document in published.documents] == list(range(1, 13))
+    assert arranged.pipeline.flush() == ([], 0, 0)

@@ -6,15 +6,23 @@ Nothing here is on the API's path: acquire, renew and release write the lease as
 each change here. A record is handled whole or raises (then Lambda hands it over again, with those after it):
 the history gives a record handed over again the numbers it had, the bus and the queue may see its events twice,
 with the same ids (receivers dedupe by `id` / `webhook-id`).
+
+A batch is taken record by record into the history (`take`; the records of different leases at once, each
+lease's in order), then what it gave is published at once (`flush`:
+ten events per PutEvents, ten deliveries per SendMessageBatch): the calls a batch makes follow its leases and its
+events, not one round of calls per record. A failed flush fails the batch, which is handed over again whole.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler.events.producer import events_of, purged_lease
+from scheduler.store.history import Cursor
 
 if TYPE_CHECKING:
     from scheduler.clock import Clock
@@ -38,7 +46,7 @@ def delivery(webhook_id: str, document: dict[str, Any], now: datetime) -> dict[s
 
 
 class Pipeline:
-    """One invocation's records, each through history, bus and webhooks (the owners' webhooks read once)."""
+    """One invocation's records, each through history, then bus and webhooks (the owners' webhooks read once)."""
 
     def __init__(
         self, history: HistoryPort, bus: Bus, webhooks: WebhooksPort, queue: DeliveryQueue, clock: Clock
@@ -49,31 +57,67 @@ class Pipeline:
         self._queue = queue
         self._clock = clock
         self._owners: dict[str, list[WebhookRecord]] = {}
+        self._cursors: dict[str, Cursor] = {}
+        self._documents: list[dict[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []
+        self._purged = 0
+        self._lock = threading.Lock()  # `take` runs on several threads, one lease's records on one
 
     def handle(self, record: Mapping[str, Any]) -> Published:
-        """Handle one record whole, or raise."""
+        """Take one record and publish what it gave at once, or raise."""
+        self.take(record)
+        return self.flush()
+
+    def take(self, record: Mapping[str, Any]) -> None:
+        """Number one record's events in the history (or delete an ended lease's history), and keep them for
+        `flush`; raise when the record cannot be handled (nothing of it is kept then)."""
         purged_id = purged_lease(record)
         if purged_id is not None:
-            return Published([], purged=self._history.purge(purged_id))
+            purged = self._history.purge(purged_id)
+            with self._lock:
+                self._purged += purged
+            return
         events = events_of(record)
         if not events:
-            return Published([])
+            return
         now = self._clock()
-        documents = self._history.record(events, now)
-        self._bus.put(documents)
+        documents = self._history.record(events, now, self._cursors)
         messages = [
             delivery(webhook.webhook_id, document, now)
             for document in documents
             for webhook in self._subscribed(document["data"].get("owner_id"))
             if webhook.takes(document["type"])
         ]
-        if messages:
-            self._queue.send(messages)
-        return Published(documents, deliveries=len(messages))
+        with self._lock:
+            self._documents += documents
+            self._messages += messages
+
+    def flush(self) -> Published:
+        """Publish every event taken since the last flush on the bus and queue their deliveries; what went."""
+        documents, messages, purged = self._documents, self._messages, self._purged
+        if messages and documents:  # both at once: each is round trips, and neither waits for the other
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bus") as pool:
+                published = pool.submit(self._bus.put, documents)
+                self._queue.send(messages)
+                published.result()
+        elif documents:
+            self._bus.put(documents)
+        self._documents, self._messages, self._purged = [], [], 0
+        return Published(documents, deliveries=len(messages), purged=purged)
 
     def _subscribed(self, owner_id: object) -> list[WebhookRecord]:
         if not isinstance(owner_id, str):
             return []  # a lease without an owner has nobody's webhooks
-        if owner_id not in self._owners:
-            self._owners[owner_id] = self._webhooks.by_owner(owner_id)
-        return self._owners[owner_id]
+        with self._lock:
+            known = self._owners.get(owner_id)
+        if known is None:  # two threads may both read it once: the same answer
+            known = self._webhooks.by_owner(owner_id)
+            with self._lock:
+                self._owners[owner_id] = known
+        return known
+
+
+def lease_of(record: Mapping[str, Any]) -> str:
+    """The lease a stream record changes (its key)."""
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    return str((keys.get("lease_id") or {}).get("S", ""))

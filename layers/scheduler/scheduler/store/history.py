@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.events.model import LifecycleEvent
 from scheduler.store.client import TableClient
@@ -33,6 +33,14 @@ from scheduler.store.items import Item, epoch, number_attr, string_attr
 BACKSTOP_SECONDS = 365 * 24 * 3600
 _NEWEST_PAGE = 20
 _BATCH_DELETE = 25  # BatchWriteItem's limit
+
+
+class Cursor(NamedTuple):
+    """What one batch knows of a lease's history after numbering a record of it: the newest record it holds
+    (`newest`, its order) and the last number given."""
+
+    newest: int
+    last: int
 
 
 class HistoryConflict(Exception):
@@ -50,23 +58,25 @@ class HistoryBook:
     def __init__(self, retention_seconds: int) -> None:
         self._retention = retention_seconds
 
-    def record(self, events: Sequence[LifecycleEvent], now: datetime) -> list[dict[str, Any]]:
+    def record(
+        self, events: Sequence[LifecycleEvent], now: datetime, memo: dict[str, Cursor] | None = None
+    ) -> list[dict[str, Any]]:
         """Number one stream record's events (all of one lease) in the lease's history; their documents. A record
-        handed over again gets the numbers it got before."""
+        handed over again gets the numbers it got before.
+
+        `memo` carries what one batch learnt of each lease: a record later than any the history held when the
+        batch first read the lease cannot be in it, so its events are numbered on without reading it again (a
+        batch of a lease's many changes costs one Query, not one per change)."""
         if not events:
             return []
         lease_id, record = events[0].lease_id, events[0].record
         order = record_order(record)
         numbered: dict[str, int] = {}
-        last = 0
-        for item in self._newest(lease_id):
-            sequence = int(item["sequence"]["N"])
-            last = max(last, sequence)
-            found = item.get("record", {}).get("S", "")
-            if record_order(found) < order:
-                break  # an older record's: nothing of this record is further back
-            if found == record:
-                numbered[item["event_id"]["S"]] = sequence
+        known = memo.get(lease_id) if memo is not None else None
+        if known is not None and order > known.newest:
+            newest, last = known
+        else:
+            newest, last = self._read(lease_id, record, numbered)
         documents = []
         for event in events:
             sequence = numbered.get(event.id, 0)
@@ -79,7 +89,25 @@ class HistoryBook:
                 documents.append(document)
             else:
                 documents.append(event.document(sequence))
+        if memo is not None:  # this record is the newest now: a later one of the batch is numbered on, unread
+            memo[lease_id] = Cursor(max(newest, order), last)
         return documents
+
+    def _read(self, lease_id: str, record: str, numbered: dict[str, int]) -> tuple[int, int]:
+        """Read the lease's newest events back to an older record's, noting in `numbered` the numbers of this
+        record's events found there; the order of the newest record the history holds, and its last number."""
+        order = record_order(record)
+        newest, last = 0, 0
+        for item in self._newest(lease_id):
+            sequence = int(item["sequence"]["N"])
+            found = item.get("record", {}).get("S", "")
+            if not last:
+                newest, last = record_order(found), sequence
+            if record_order(found) < order:
+                break  # an older record's: nothing of this record is further back
+            if found == record:
+                numbered[item["event_id"]["S"]] = sequence
+        return newest, last
 
     def _item(self, event: LifecycleEvent, document: dict[str, Any], now: datetime) -> Item:
         return {

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from scheduler.providers.base import ProvisionedWorker
     from scheduler.store.api_budget import QuotaWindow, Reserve
     from scheduler.store.counters import CounterState, Limit
+    from scheduler.store.history import Cursor
     from scheduler.store.items import Item
     from scheduler.store.leases import Claim
     from scheduler.store.usage import UsageRow
@@ -167,8 +168,11 @@ class ApiBudgetPort(Protocol):
 class HistoryPort(Protocol):
     """Each lease's history (`store/history.py`): its events numbered in transition order."""
 
-    def record(self, events: Sequence[LifecycleEvent], now: datetime) -> list[dict[str, Any]]:
-        """Number one stream record's events (one lease's); their documents (a record again: the same numbers)."""
+    def record(
+        self, events: Sequence[LifecycleEvent], now: datetime, memo: dict[str, Cursor] | None = None
+    ) -> list[dict[str, Any]]:
+        """Number one stream record's events (one lease's); their documents (a record again: the same numbers);
+        `memo`: what one batch learnt of each lease's history."""
 
     def page(self, lease_id: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int | None]:
         """The events numbered after `after`, in order, at most `limit`; the number to go on after (None: done)."""
