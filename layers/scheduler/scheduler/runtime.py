@@ -285,7 +285,7 @@ class Runtime:
         from scheduler.events.channels import SqsDeliveryQueue
 
         return SqsDeliveryQueue(
-            aws_client("sqs"), self.settings.webhook_queue_url, self.settings.webhook_dead_letter_queue_url
+            lambda: aws_client("sqs"), self.settings.webhook_queue_url, self.settings.webhook_dead_letter_queue_url
         )
 
     def _dynamodb(self) -> Any:

@@ -60,12 +60,22 @@ class EventBridgeBus:
 
 
 class SqsDeliveryQueue:
-    """The webhook delivery queue (WEBHOOK_QUEUE_URL) and its dead-letter queue (WEBHOOK_DEAD_LETTER_QUEUE_URL)."""
+    """The webhook delivery queue (WEBHOOK_QUEUE_URL) and its dead-letter queue (WEBHOOK_DEAD_LETTER_QUEUE_URL).
+
+    `client` is an SQS client or what makes one when first needed: the events function sends only for owners with
+    webhooks, the delivery function only when an attempt failed, and a client costs milliseconds of a cold start."""
 
     def __init__(self, client: Any, queue_url: str | None, dead_letter_url: str | None) -> None:
-        self._client = client
+        self._made = client if hasattr(client, "send_message_batch") else None
+        self._make = client
         self._url = queue_url
         self._dead_letter_url = dead_letter_url
+
+    @property
+    def _client(self) -> Any:
+        if self._made is None:
+            self._made = self._make()
+        return self._made
 
     def send(self, messages: Sequence[dict[str, Any]], delay_seconds: int = 0) -> None:
         if not self._url:
