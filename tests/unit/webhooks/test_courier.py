@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import time
 
-from standardwebhooks import Webhook
+import pytest
 
 from .fakes import DOCUMENT, PUBLIC, START, Arranged, Receiver
+
+# The specification's own library verifies: in the dev venv (requirements-dev.txt); the SDK floor's venv holds the
+# layer's packages and the unit suite's tools only, so there these tests are skipped, named.
+standardwebhooks = pytest.importorskip("standardwebhooks", reason="the SDK floor venv has no standardwebhooks")
+Webhook = standardwebhooks.Webhook
 
 
 def test_a_delivery_is_signed_with_its_webhooks_secret_and_carries_the_event() -> None:
