@@ -44,6 +44,10 @@ CONTRACT_STATUSES = {
     ("POST", "/v1/callers"): {201, 400, 401, 403, 409},
     ("POST", "/v1/callers/{name}/rotate"): {201, 400, 401, 403, 404, 409},
     ("DELETE", "/v1/callers/{name}"): {204, 401, 403, 404},
+    ("GET", "/v1/lease/{lease_id}/events"): {200, 400, 401, 403, 404},
+    ("GET", "/v1/webhooks"): {200, 400, 401, 403},
+    ("POST", "/v1/webhooks"): {201, 400, 401, 403, 409},
+    ("DELETE", "/v1/webhooks/{webhook_id}"): {204, 401, 403, 404},
 }
 # One security requirement per AUTH_MODE (alternatives): the shared secret, a caller's token, a SigV4 signature.
 SECURITY = [{"internalSecret": []}, {"callerToken": []}, {"sigv4": []}]
@@ -52,6 +56,8 @@ OWNER_CHECKED = {
     ("POST", "/v1/lease/{lease_id}/renew"),
     ("GET", "/v1/lease/{lease_id}/logs"),
     ("DELETE", "/v1/leases"),
+    ("POST", "/v1/webhooks"),  # secret mode: X-Lease-Owner asserts the owner whose events go to the URL
+    ("DELETE", "/v1/webhooks/{webhook_id}"),
 }
 
 
