@@ -28,6 +28,7 @@ from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
+from scheduler.owner_policies import OwnerPolicies
 from scheduler.providers.registry import PROVIDERS, provider_package
 
 _S = TypeVar("_S", bound="SettingsSection")
@@ -352,6 +353,11 @@ class Settings(SettingsSection):
     # gives the functions its own SWEEP_INTERVAL_SECONDS.
     sweep_interval_seconds: float = setting(60, template=True, parse=interval)
     release_allowance_seconds: int = setting(30, parameter="ReleaseAllowanceSeconds", low=0, high=3600)
+    # The queue (README, Queue): each owner's weight and highest priority (JSON; unset: weight 1, priority up to
+    # 100 for all), how long a lease runs before it may be preempted, and the notice a preempted lease gets.
+    owner_policies: OwnerPolicies | None = setting(None, parameter="OwnerPolicies", parse=OwnerPolicies.parse)
+    min_runtime_seconds: int = setting(300, parameter="MinRuntimeSeconds", low=0, high=86_400)
+    preemption_notice_seconds: int = setting(120, parameter="PreemptionNoticeSeconds", low=0, high=86_400)
     usage_table: str = setting("openalice-scheduler-usage", template=True)
     log_level: str = setting("INFO", parameter="LogLevel", parse=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     powertools_metrics_namespace: str = setting("OpenAliceScheduler", template=True)
@@ -385,6 +391,11 @@ class Settings(SettingsSection):
         """The settings of `provider` (its defaults when this value was built without them)."""
         found = self.sections.get(provider)
         return found if isinstance(found, kind) else kind()
+
+    @property
+    def policies(self) -> OwnerPolicies:
+        """OWNER_POLICIES, or every owner's defaults when it is unset."""
+        return self.owner_policies or OwnerPolicies()
 
     @property
     def tracing(self) -> bool:

@@ -22,6 +22,7 @@ from scheduler.errors import (
     NoCapacity,
     NotFound,
     OtherOwnersLease,
+    Preempting,
     ProviderFailed,
     QuotaExceeded,
     SchedulerError,
@@ -45,6 +46,7 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     Unauthorized: (401, "unauthorized"),
     Forbidden: (403, "forbidden"),
     NotFound: (404, "not_found"),
+    Preempting: (409, "preempting"),  # before Conflict: the first class a refusal is an instance of decides
     Conflict: (409, "conflict"),
     WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),

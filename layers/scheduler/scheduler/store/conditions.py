@@ -23,6 +23,8 @@ from scheduler.lifecycle import (
 from scheduler.store.items import number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
+# What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says.
+QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_providers")
 # What LEAVE_INDEX removes: the live index's keys and what only a live lease holds.
 INDEX_ATTRIBUTES = (
     "live_shard",
@@ -32,6 +34,10 @@ INDEX_ATTRIBUTES = (
     "release_outcome",
     "claimed_by",
     "held_counters",
+    "queue_shard",
+    "queue_order",
+    "queue_providers",
+    "queue_env",
 )
 _T = TypeVar("_T")
 
@@ -45,6 +51,26 @@ class WorkerRecord(NamedTuple):
     cost_per_hour: float | None = None
     ready: bool = False  # WORKER_STATE: the provider reports the worker usable at once
     ends_epoch: int | None = None  # when the provider itself ends the worker (None: it runs until released)
+
+
+class QueueEntry(NamedTuple):
+    """What ENTER_QUEUE writes: where the lease sits in the queue and what it waits for."""
+
+    shard: str
+    order: int  # the queue index's sort key (`queue_order`): priority, then age
+    until: int  # queued_until (epoch seconds): its expires_at and due_at while it waits
+    retain_until: int  # its TTL while it waits (past queued_until: the sweep ends it first)
+    reason: str  # what it waits for, as a caller is told
+    providers: tuple[str, ...] = ()  # the capacity it waits for (empty: its owner's quota or budget)
+    env: str | None = None  # the worker environment (JSON) it is provisioned with once admitted
+
+
+class NoticeRecord(NamedTuple):
+    """What NOTICE writes: when the lease is preempted, and for which queued lease."""
+
+    preempt_at: int  # epoch seconds
+    preemptor: str  # the queued lease's id
+    priority: int  # the preemptor's priority (the preempted lease's reason says it)
 
 
 class Inputs(NamedTuple):
@@ -68,6 +94,12 @@ class Inputs(NamedTuple):
     seen_expiry: int | None = None  # SEEN_EXPIRY: the expires_epoch the caller read (None: not checked)
     reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
     by: str | None = None  # TAKE_CLAIM's claimed_by, ENDED_BY: who acts (None: nothing recorded)
+    queue: QueueEntry | None = None  # ENTER_QUEUE
+    shard: str | None = None  # ADMITTED: the starting index's shard
+    provider: str | None = None  # ADMITTED: the provider whose slot the lease holds
+    notice: NoticeRecord | None = None  # NOTICE, OUTLIVES_NOTICE
+    priority: int = 0  # LOWER_PRIORITY: the preemptor's priority
+    ran_since: int = 0  # RAN_MIN_RUNTIME: a lease made (or admitted) at or before this has run long enough
 
 
 class Rendered(NamedTuple):
@@ -199,6 +231,33 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
     if guard is Guard.CHECK_DUE:
         before = builder.value("checked_before", number_attr(inputs.checked_before))
         return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
+    return _queue_guard(builder, guard, inputs)
+
+
+def _queue_guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
+    """The guards of the queue and of preemption."""
+    if guard is Guard.NOTICE_LIFE:
+        # As WORKER_LIFE: without a ttl only a lease without a notice passes (`LeaseStore.renew` then asks again).
+        unnoticed = "attribute_not_exists(preempt_epoch)"
+        if inputs.ttl_seconds is None:
+            return unnoticed
+        expires = builder.value("expires", number_attr(inputs.start + inputs.ttl_seconds))
+        return f"({unnoticed} OR preempt_epoch >= {expires})"
+    if guard is Guard.QUEUE_OPEN:
+        return f"queue_until > {builder.value('now', number_attr(inputs.now))}"
+    if guard is Guard.PREEMPTIBLE:
+        return f"preemptible = {builder.value('true', {'BOOL': True})}"
+    if guard is Guard.LOWER_PRIORITY:
+        return f"priority < {builder.value('priority', number_attr(inputs.priority))}"
+    if guard is Guard.RAN_MIN_RUNTIME:
+        return f"created_epoch <= {builder.value('ran_since', number_attr(inputs.ran_since))}"
+    if guard is Guard.NO_NOTICE:
+        return "attribute_not_exists(preempt_epoch)"
+    if guard is Guard.OUTLIVES_NOTICE:
+        notice = _required(inputs.notice, "notice")
+        return f"expires_epoch > {builder.value('preempt_at', number_attr(notice.preempt_at))}"
+    if guard is Guard.NOTICE_DUE:
+        return f"preempt_epoch <= {builder.value('now', number_attr(inputs.now))}"
     raise ValueError(f"no rendering for {guard}")
 
 
@@ -218,6 +277,7 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"cost_per_hour = {builder.value('cost', number_attr(worker.cost_per_hour))}")
             if worker.ends_epoch is not None:
                 sets.append(f"worker_ends_epoch = {builder.value('worker_ends', number_attr(worker.ends_epoch))}")
+            removes.append("queue_env")  # the worker has it now
         elif write is Write.WORKER_STATE:
             ready = inputs.worker is not None and inputs.worker.ready
             state = WorkerState.READY if ready else WorkerState.STARTING
@@ -264,9 +324,52 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"ended_by = {builder.value('by', string_attr(inputs.by))}")
         elif write is Write.LEAVE_INDEX:
             removes += list(INDEX_ATTRIBUTES)
+        elif write in _QUEUE_WRITES:
+            _queue_write(builder, write, inputs, sets, removes)
         # ENTER_INDEX, CREATED_BY, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
         # and created_by belong to new items, the counters to other items of the same transaction.
     return sets, removes
+
+
+_QUEUE_WRITES = frozenset({Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE})
+
+
+def _queue_write(builder: _Builder, write: Write, inputs: Inputs, sets: list[str], removes: list[str]) -> None:
+    """The writes of the queue and of preemption."""
+    if write is Write.ENTER_QUEUE:
+        entry = _required(inputs.queue, "queue")
+        until = builder.value("queued_until", number_attr(entry.until))
+        sets.append(f"queue_shard = {builder.value('queue_shard', string_attr(entry.shard))}")
+        sets.append(f"queue_order = {builder.value('queue_order', number_attr(entry.order))}")
+        sets.append(f"queue_reason = {builder.value('queue_reason', string_attr(entry.reason))}")
+        now = builder.value("now", number_attr(inputs.now))
+        sets.append(f"queued_epoch = if_not_exists(queued_epoch, {now})")
+        sets.append(f"queue_until = {until}")
+        sets.append(f"expires_epoch = {until}")
+        sets.append(f"due_at = {until}")
+        sets.append(f"{builder.name('ttl')} = {builder.value('queue_ttl', number_attr(entry.retain_until))}")
+        if entry.providers:
+            sets.append(f"queue_providers = {builder.value('queue_providers', {'SS': sorted(set(entry.providers))})}")
+        else:
+            removes.append("queue_providers")
+        if entry.env is not None:
+            sets.append(f"queue_env = {builder.value('queue_env', string_attr(entry.env))}")
+        removes += ["held_counters", "starting_shard"]
+    elif write is Write.LEAVE_QUEUE:
+        removes += list(QUEUE_ATTRIBUTES)
+    elif write is Write.ADMITTED:
+        now = builder.value("now", number_attr(inputs.now))
+        sets.append(f"admitted_epoch = {now}")
+        sets.append(f"created_epoch = {now}")
+        sets.append(f"provider = {builder.value('provider', string_attr(_required(inputs.provider, 'provider')))}")
+        sets.append(f"starting_shard = {builder.value('shard', string_attr(_required(inputs.shard, 'shard')))}")
+    elif write is Write.NOTICE:
+        notice = _required(inputs.notice, "notice")
+        at = builder.value("preempt_at", number_attr(notice.preempt_at))
+        sets.append(f"preempt_epoch = {at}")
+        sets.append(f"due_at = {at}")
+        sets.append(f"preempted_for = {builder.value('preemptor', string_attr(notice.preemptor))}")
+        sets.append(f"preempt_priority = {builder.value('preempt_priority', number_attr(notice.priority))}")
 
 
 def _extend(builder: _Builder, inputs: Inputs) -> list[str]:
