@@ -278,12 +278,13 @@ NOTICE = Transition(
     writes=(Write.NOTICE,),
     verb="noticed",
 )
+# Its reason (by what priority) is recorded by the finish, which knows whether the slot went to the preemptor.
 CLAIM_PREEMPTED = Transition(
     "claim_preempted",
     frozenset({_A}),
     _R,
     guards=(Guard.NOTICE_DUE,),
-    writes=(Write.TAKE_CLAIM, Write.RECORD_REASON),
+    writes=(Write.TAKE_CLAIM,),
     outcome=LeaseStatus.PREEMPTED,
 )
 

@@ -43,9 +43,20 @@ class NotAcquired(NamedTuple):
     error: SchedulerError
     lease_id: str | None = None
     ended: bool = False
+    requeued: bool = False  # no provider had room and the lease went (back) to the queue, as it may wait
 
 
-AcquireOutcome = Acquired | Replayed | NotAcquired
+class Queued(NamedTuple):
+    """Nothing can serve the request now and it may wait: its lease is `queued` (LeaseQueued), answered 202."""
+
+    lease: Lease
+
+    def body(self) -> dict[str, Any]:
+        """The 202 answer, shaped as the 201 (the provider: the first it waits for)."""
+        return {"lease": self.lease.wire(), "provider": self.lease.provider}
+
+
+AcquireOutcome = Acquired | Replayed | NotAcquired | Queued
 
 
 def lease_or_raise(outcome: AcquireOutcome) -> Lease:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple, TypeVar
 
 from scheduler.lifecycle import (
+    HOLDING,
     LISTED_UNTIL_ENDED,
     LISTED_UNTIL_EXPIRY,
     Guard,
@@ -24,7 +25,7 @@ from scheduler.store.items import number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
 # What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says.
-QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_providers")
+QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_wait")
 # What LEAVE_INDEX removes: the live index's keys and what only a live lease holds.
 INDEX_ATTRIBUTES = (
     "live_shard",
@@ -36,7 +37,7 @@ INDEX_ATTRIBUTES = (
     "held_counters",
     "queue_shard",
     "queue_order",
-    "queue_providers",
+    "queue_wait",
     "queue_env",
 )
 _T = TypeVar("_T")
@@ -61,7 +62,8 @@ class QueueEntry(NamedTuple):
     until: int  # queued_until (epoch seconds): its expires_at and due_at while it waits
     retain_until: int  # its TTL while it waits (past queued_until: the sweep ends it first)
     reason: str  # what it waits for, as a caller is told
-    providers: tuple[str, ...] = ()  # the capacity it waits for (empty: its owner's quota or budget)
+    providers: tuple[str, ...]  # the providers that could serve it, in policy order: the capacity it waits for
+    capacity: bool  # it waits for a provider's room (else for its owner's quota or budget)
     env: str | None = None  # the worker environment (JSON) it is provisioned with once admitted
 
 
@@ -156,6 +158,12 @@ def listed(now: int) -> Rendered:
     unexpired = f"expires_epoch > {builder.value('now', number_attr(now))}"
     text = f"(({builder.status_in(LISTED_UNTIL_EXPIRY)} AND {unexpired}) OR {builder.status_in(LISTED_UNTIL_ENDED)})"
     return Rendered(text, "", builder.names, builder.values)
+
+
+def holding() -> Rendered:
+    """The filter of the leases that hold capacity (`lifecycle.HOLDING`: every live one but a queued one)."""
+    builder = _Builder()
+    return Rendered(builder.status_in(HOLDING), "", builder.names, builder.values)
 
 
 def condition(transition: Transition, inputs: Inputs) -> Rendered:
@@ -331,6 +339,9 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
     return sets, removes
 
 
+# What a queued lease waits for (`queue_wait`): a provider's room (a lease of lower priority yields to it), or its
+# owner's own quota or budget.
+QUEUE_WAITS = {True: "capacity", False: "owner"}
 _QUEUE_WRITES = frozenset({Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE})
 
 
@@ -348,10 +359,8 @@ def _queue_write(builder: _Builder, write: Write, inputs: Inputs, sets: list[str
         sets.append(f"expires_epoch = {until}")
         sets.append(f"due_at = {until}")
         sets.append(f"{builder.name('ttl')} = {builder.value('queue_ttl', number_attr(entry.retain_until))}")
-        if entry.providers:
-            sets.append(f"queue_providers = {builder.value('queue_providers', {'SS': sorted(set(entry.providers))})}")
-        else:
-            removes.append("queue_providers")
+        sets.append(f"queue_providers = {builder.value('queue_providers', string_attr(','.join(entry.providers)))}")
+        sets.append(f"queue_wait = {builder.value('queue_wait', string_attr(QUEUE_WAITS[entry.capacity]))}")
         if entry.env is not None:
             sets.append(f"queue_env = {builder.value('queue_env', string_attr(entry.env))}")
         removes += ["held_counters", "starting_shard"]

@@ -181,8 +181,8 @@ def queue_attributes(entry: QueueEntry, now: int) -> Item:
         "due_at": number_attr(entry.until),
         "ttl": number_attr(entry.retain_until),
     }
-    if entry.providers:
-        attributes["queue_providers"] = {"SS": sorted(set(entry.providers))}
+    attributes["queue_providers"] = string_attr(",".join(entry.providers))
+    attributes["queue_wait"] = string_attr("capacity" if entry.capacity else "owner")
     if entry.env is not None:
         attributes["queue_env"] = string_attr(entry.env)
     return attributes

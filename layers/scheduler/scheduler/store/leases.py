@@ -16,7 +16,7 @@ import math
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
@@ -24,10 +24,12 @@ from scheduler.errors import SchedulerError
 from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
+from scheduler.store.claims import CLAIM_TTL_SECONDS, Claim, LeaseStateChanged, claim_of
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item, number_attr, string_attr
 from scheduler.store.prices import PriceBook
+from scheduler.store.queue import LeaseQueue
 from scheduler.store.refusals import refusal_error
 from scheduler.store.renewals import LeaseRenewals
 from scheduler.store.retries import Backoff
@@ -37,25 +39,8 @@ if TYPE_CHECKING:
     from scheduler.budgets import Reweighing
     from scheduler.providers.base import ProvisionedWorker
 
-# TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
-CLAIM_TTL_SECONDS = 30 * 24 * 3600
 
-
-class LeaseStateChanged(Exception):
-    """A conditional write lost: another actor changed the lease first."""
-
-
-class Claim(NamedTuple):
-    """The right, held by one actor, to release a lease's worker and record how it ended."""
-
-    lease: Lease
-    claim_id: str
-    outcome: LeaseStatus
-    held_counters: tuple[str, ...] = ()
-    by: str | None = None  # who claimed it (the end records it as ended_by); None: not recorded
-
-
-class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
+class LeaseStore(LeaseQueue, LeaseRenewals, CounterBook, UsageBook, PriceBook):
     """Leases in DynamoDB, changed only through the transitions of `scheduler.lifecycle`."""
 
     def __init__(
@@ -220,6 +205,13 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
         except self._errors.ConditionalCheckFailedException:
             return None
 
+    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """Claim a lease whose preemption notice has run out (its preempt_at passed), to end it `preempted`."""
+        try:
+            return self._claim(lifecycle.CLAIM_PREEMPTED, lease_id, now, Inputs(by=by))
+        except self._errors.ConditionalCheckFailedException:
+            return None
+
     def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Write a live lease that TTL deleted back as `releasing`, so its release is claimed and recorded."""
         transition = lifecycle.RECLAIM_TTL_DELETED
@@ -335,8 +327,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
                 raise
             response = {"Attributes": old}  # a retry of our own claim, which had landed
         item = response["Attributes"]
-        outcome = LeaseStatus(item["release_outcome"]["S"])
-        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
+        return claim_of(item, claim_id)
 
     def _end(
         self,

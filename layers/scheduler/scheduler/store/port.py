@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.fairness import Running
     from scheduler.lifecycle import LeaseStatus
     from scheduler.models import Lease, ListFilter
     from scheduler.providers.base import ProvisionedWorker
     from scheduler.store.api_budget import QuotaWindow, Reserve
+    from scheduler.store.claims import Claim
+    from scheduler.store.conditions import NoticeRecord
     from scheduler.store.counters import CounterState, Limit
     from scheduler.store.items import Item
-    from scheduler.store.leases import Claim
+    from scheduler.store.queue import Handover, QueuedLease, QueueWait
     from scheduler.store.usage import UsageRow
 
 
@@ -139,6 +142,50 @@ class LeaseWritesPort(Protocol):
         """Renew, reserving the extension's spend in the same write; the budget that would not take it."""
 
 
+class LeaseQueuePort(Protocol):
+    """The queue: queued leases, their admission and requeue, their end without a worker, and preemption."""
+
+    def enqueue(self, lease: Lease, wait: QueueWait) -> None:
+        """Record a new lease `queued` (no counter, no worker); LeaseStateChanged if its id is taken."""
+
+    def admit(self, lease: Lease, limits: Sequence[Limit] = ()) -> Limit | None:
+        """`queued` → `pending` as `lease` says, with a slot of each limit; the full limit instead (nothing written);
+        LeaseStateChanged when it is no longer queued or past its queued_until."""
+
+    def requeue(self, lease: Lease, now: datetime, held: tuple[str, ...], wait: QueueWait) -> bool:
+        """`pending` (no worker) → `queued` until its queued_until, giving back `held`; False if it may not."""
+
+    def cancel_queued(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Lease:
+        """End a queued lease `released` for its owner (refused as a release is: LeaseNotFound, NotLeaseOwner)."""
+
+    def expire_queued(self, lease_id: str, now: datetime, reason: str, *, by: str | None = None) -> Lease | None:
+        """End a queued lease past its queued_until `expired`, saying why; None if it is not one."""
+
+    def notice(self, lease_id: str, now: datetime, record: NoticeRecord, ran_since: int) -> Lease | None:
+        """Give an active, preemptible lease of lower priority its preemption notice; None if it may not get one."""
+
+    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """The sweep's claim on a lease whose notice ran out (outcome `preempted`); None if another has it."""
+
+    def finish_preempted(
+        self, claim: Claim, now: datetime, handover: Handover, reason: str | None = None
+    ) -> Lease | None:
+        """End the preempted lease and admit its preemptor on its slot, in one step; None (nothing written) when
+        the preemptor cannot take it. LeaseStateChanged if the claim was taken over."""
+
+    def queued_leases(self) -> Iterator[QueuedLease]:
+        """Every queued lease, by priority then age."""
+
+    def queued_lease(self, lease_id: str) -> QueuedLease | None:
+        """One queued lease (None: it is not queued)."""
+
+    def queue_ahead(self, priority: int) -> dict[str, int]:
+        """How many queued leases of at least `priority` wait for each provider's room."""
+
+    def running_leases(self) -> Iterator[Running]:
+        """Every lease holding capacity (pending, active, releasing), as the queue's rules see it."""
+
+
 class CountersPort(Protocol):
     """The cap, quota and budget counters, and what was seen of workers' prices."""
 
@@ -180,7 +227,7 @@ class ApiBudgetPort(Protocol):
         """Correct the budget from what the provider reported."""
 
 
-class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
+class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, LeaseQueuePort, CountersPort, UsagePort, Protocol):
     """Everything the use cases ask of the lease store."""
 
 

@@ -132,8 +132,7 @@ def _queue_write(write: Write, inputs: Inputs, item: Item, new: Item) -> None:
     """The writes of the queue and of preemption (ENTER_INDEX, CREATED_BY and the counters are the store's)."""
     if write is Write.ENTER_QUEUE:
         entry = _required(inputs.queue, "queue")
-        for name in ("queue_providers", "held_counters"):
-            new.pop(name, None)
+        new.pop("held_counters", None)
         new.update(
             {
                 **queue_attributes(entry, inputs.now),
