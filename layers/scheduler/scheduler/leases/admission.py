@@ -30,9 +30,8 @@ from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStateChanged
-from scheduler.store.conditions import NoticeRecord
 from scheduler.store.counters import Limit
-from scheduler.store.items import epoch
+from scheduler.store.items import NoticeRecord, epoch
 from scheduler.store.queue import QueuedLease, QueueWait
 
 if TYPE_CHECKING:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from scheduler.errors import SchedulerError
+from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 
 
@@ -27,6 +28,11 @@ class Replayed(NamedTuple):
     @property
     def lease_id(self) -> str:
         return self.lease.lease_id
+
+    @property
+    def waiting(self) -> bool:
+        """The lease waits in the queue, or is being admitted (answered 202, as the first answer was)."""
+        return self.lease.status in (LeaseStatus.QUEUED, LeaseStatus.PENDING)
 
     def body(self) -> dict[str, Any]:
         """The 201 answer, shaped as the first one (the lease's own field order), with the lease as it is now."""

@@ -21,7 +21,7 @@ from scheduler.lifecycle import (
     WorkerState,
     Write,
 )
-from scheduler.store.items import number_attr, string_attr
+from scheduler.store.items import NoticeRecord, QueueEntry, number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
 # What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says.
@@ -52,27 +52,6 @@ class WorkerRecord(NamedTuple):
     cost_per_hour: float | None = None
     ready: bool = False  # WORKER_STATE: the provider reports the worker usable at once
     ends_epoch: int | None = None  # when the provider itself ends the worker (None: it runs until released)
-
-
-class QueueEntry(NamedTuple):
-    """What ENTER_QUEUE writes: where the lease sits in the queue and what it waits for."""
-
-    shard: str
-    order: int  # the queue index's sort key (`queue_order`): priority, then age
-    until: int  # queued_until (epoch seconds): its expires_at and due_at while it waits
-    retain_until: int  # its TTL while it waits (past queued_until: the sweep ends it first)
-    reason: str  # what it waits for, as a caller is told
-    providers: tuple[str, ...]  # the providers that could serve it, in policy order: the capacity it waits for
-    capacity: bool  # it waits for a provider's room (else for its owner's quota or budget)
-    env: str | None = None  # the worker environment (JSON) it is provisioned with once admitted
-
-
-class NoticeRecord(NamedTuple):
-    """What NOTICE writes: when the lease is preempted, and for which queued lease."""
-
-    preempt_at: int  # epoch seconds
-    preemptor: str  # the queued lease's id
-    priority: int  # the preemptor's priority (the preempted lease's reason says it)
 
 
 class Inputs(NamedTuple):

@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from scheduler.providers.base import ProvisionedWorker
     from scheduler.store.api_budget import QuotaWindow, Reserve
     from scheduler.store.claims import Claim
-    from scheduler.store.conditions import NoticeRecord
     from scheduler.store.counters import CounterState, Limit
-    from scheduler.store.items import Item
+    from scheduler.store.items import Item, NoticeRecord
     from scheduler.store.queue import Handover, QueuedLease, QueueWait
     from scheduler.store.usage import UsageRow
 

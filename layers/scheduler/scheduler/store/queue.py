@@ -29,9 +29,19 @@ from scheduler.models import Lease
 from scheduler.owner_policies import MAX_PRIORITY
 from scheduler.store import conditions, counters
 from scheduler.store.claims import Claim, LeaseStateChanged
-from scheduler.store.conditions import Inputs, NoticeRecord, QueueEntry, render
+from scheduler.store.conditions import Inputs, render
 from scheduler.store.counters import Limit, parse_held
-from scheduler.store.items import DEFAULT_PRIORITY, Item, epoch, lease_from_item, number_attr, queued_item, string_attr
+from scheduler.store.items import (
+    DEFAULT_PRIORITY,
+    Item,
+    NoticeRecord,
+    QueueEntry,
+    epoch,
+    lease_from_item,
+    number_attr,
+    queued_item,
+    string_attr,
+)
 from scheduler.store.queries import LeaseReads
 from scheduler.store.refusals import refusal_error
 from scheduler.store.usage import UsageBook

@@ -37,6 +37,7 @@ from scheduler.store.memory.rules import applied, holds, number, text
 from scheduler.store.memory.steps import Lost, claim_ttl
 from scheduler.store.memory.tables import Change
 from scheduler.store.refusals import refusal_error
+from scheduler.store.renewals import passes_an_end
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
@@ -236,7 +237,7 @@ class MemoryLeaseStore(MemoryQueue):
             old_expiry = int(item["expires_epoch"]["N"])
             ttl = ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"])
             new_expiry = start + ttl
-            if "worker_ends_epoch" in item and new_expiry > int(item["worker_ends_epoch"]["N"]):
+            if passes_an_end(item, new_expiry):
                 raise refusal_error(lifecycle.RENEW, lease_id, item, epoch(now), owner, new_expiry)
             if new_expiry <= old_expiry:
                 return self.renew(lease_id, owner, ttl_seconds, now)
