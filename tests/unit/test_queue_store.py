@@ -4,12 +4,15 @@ preemption notice, its claim and the hand-over of the slot at its end."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 
 from scheduler.errors import LeaseConflict, LeaseNotFound, LeaseQueued, NotLeaseOwner, Preempting
+from scheduler.leases.admission import serve_queue
 from scheduler.lifecycle import LeaseStatus
+from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, ListFilter
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit
@@ -17,7 +20,7 @@ from scheduler.store.items import NoticeRecord, epoch
 from scheduler.store.port import LeaseStorePort
 from scheduler.store.queue import Handover, QueueWait
 
-from .builders import NOW, Leases, new_lease, worker_for
+from .builders import NOW, Leases, context, memory_provider, new_lease, registry_of, worker_for
 
 WAIT = QueueWait("every provider is at its lease cap", ("local-docker",), True, {"SCENE": "intro"})
 SOON = NOW + timedelta(seconds=30)
@@ -315,3 +318,29 @@ def test_a_preempted_leases_slot_is_not_handed_to_a_preemptor_that_no_longer_wai
     assert limited_store.get(victim.lease_id).status == "releasing"  # nothing written: finished as any other
     assert limited_store.finish_release(claim, at).status == "preempted"
     assert limited_store.counters([cap.counter]) == {cap.counter: 0}
+
+
+@pytest.mark.moto_only("an admission with limits is a transaction, which dynalite lacks")
+def test_admitters_running_at_once_never_pass_a_cap_nor_admit_a_lease_twice(limited_store: LeaseStorePort) -> None:
+    provider = memory_provider()
+    ctx = context(
+        limited_store, registry_of(provider), limits=LeaseLimits(provider_caps={"local-docker": 3}), clock=lambda: SOON
+    )
+    waiting = [queued(limited_store, at=n, owner_id=f"o{n}") for n in range(6)]
+    start = threading.Barrier(6)
+    admitted: list[str] = []
+
+    def admitter() -> None:
+        start.wait()
+        admitted.extend(lease.lease_id for lease in serve_queue(ctx).admitted)
+
+    threads = [threading.Thread(target=admitter) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(admitted) == len(set(admitted)) == 3
+    assert len(provider.provisioned) == 3 and len(provider.workers) == 3
+    assert limited_store.counters(["provider#local-docker"]) == {"provider#local-docker": 3}
+    assert sorted(str(limited_store.get(lease.lease_id).status) for lease in waiting) == ["active"] * 3 + ["queued"] * 3

@@ -123,7 +123,10 @@ class Slots:
                     )
                 )
             refusals[provider.name] = _at_cap(full)
-        return NotAcquired(NoCapacity("every provider is at its lease cap", details={"providers": refusals}))
+        message = "every provider is at its lease cap"
+        if yielded and set(refusals) & set(yielded):
+            message += " or left to the queued leases of at least this priority that wait for it"
+        return NotAcquired(NoCapacity(message, details={"providers": refusals}))
 
     def limits_for(self, provider: str, budgets: Sequence[Limit]) -> list[Limit]:
         """What a lease on `provider` takes: the owner's quota, the provider's cap, the owner's budgets."""
