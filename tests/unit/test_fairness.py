@@ -3,7 +3,7 @@ BestEffortFIFO, and the choice of whom to preempt (priority, share, age; MIN_RUN
 
 from __future__ import annotations
 
-from scheduler.fairness import Capacity, Notice, Running, Rules, Waiting, admission_order, plan
+from scheduler.fairness import Capacity, Notice, Rules, Running, Waiting, admission_order, plan
 from scheduler.owner_policies import OwnerPolicies, OwnerPolicy
 
 NOW = 1_796_011_200
