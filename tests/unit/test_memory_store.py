@@ -26,7 +26,7 @@ from scheduler.store.items import NoticeRecord
 from scheduler.store.memory import MemoryLeaseStore
 from scheduler.store.memory.reads import MemoryReads
 from scheduler.store.port import LeaseStorePort
-from scheduler.store.queue import Handover, QueueWait
+from scheduler.store.queue_model import Handover, QueueWait
 
 from .builders import NOW, RETENTION_SECONDS, Leases, epoch, new_lease
 from .conftest import memory_store

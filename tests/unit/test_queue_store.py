@@ -18,7 +18,7 @@ from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit
 from scheduler.store.items import NoticeRecord, epoch
 from scheduler.store.port import LeaseStorePort
-from scheduler.store.queue import Handover, QueueWait
+from scheduler.store.queue_model import Handover, QueueWait
 
 from .builders import NOW, Leases, context, memory_provider, new_lease, registry_of, worker_for
 

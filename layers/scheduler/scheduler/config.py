@@ -24,12 +24,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from functools import cache
-from typing import Any, ClassVar, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar
 
 from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
-from scheduler.owner_policies import OwnerPolicies
 from scheduler.providers.registry import PROVIDERS, provider_package
+
+if TYPE_CHECKING:
+    from scheduler.owner_policies import OwnerPolicies
 
 _S = TypeVar("_S", bound="SettingsSection")
 
@@ -304,6 +306,13 @@ def principal_arns(raw: str) -> tuple[str, ...]:
     return found
 
 
+def _owner_policies(raw: str) -> OwnerPolicies:
+    """OWNER_POLICIES (its module loads only where the variable is set, or the queue is used)."""
+    from scheduler.owner_policies import OwnerPolicies
+
+    return OwnerPolicies.parse(raw)
+
+
 @dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class Settings(SettingsSection):
     """Everything the functions read from their environment."""
@@ -355,7 +364,7 @@ class Settings(SettingsSection):
     release_allowance_seconds: int = setting(30, parameter="ReleaseAllowanceSeconds", low=0, high=3600)
     # The queue (README, Queue): each owner's weight and highest priority (JSON; unset: weight 1, priority up to
     # 100 for all), how long a lease runs before it may be preempted, and the notice a preempted lease gets.
-    owner_policies: OwnerPolicies | None = setting(None, parameter="OwnerPolicies", parse=OwnerPolicies.parse)
+    owner_policies: OwnerPolicies | None = setting(None, parameter="OwnerPolicies", parse=_owner_policies)
     min_runtime_seconds: int = setting(300, parameter="MinRuntimeSeconds", low=0, high=86_400)
     preemption_notice_seconds: int = setting(120, parameter="PreemptionNoticeSeconds", low=0, high=86_400)
     usage_table: str = setting("openalice-scheduler-usage", template=True)
@@ -395,6 +404,8 @@ class Settings(SettingsSection):
     @property
     def policies(self) -> OwnerPolicies:
         """OWNER_POLICIES, or every owner's defaults when it is unset."""
+        from scheduler.owner_policies import OwnerPolicies
+
         return self.owner_policies or OwnerPolicies()
 
     @property

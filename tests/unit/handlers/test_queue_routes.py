@@ -96,7 +96,7 @@ def queue_of(function: Callable[..., Function], runtime: Runtime, **query: str) 
 def fill(leases: Leases, store: LeaseStorePort) -> dict[str, str]:
     """Queued leases of three owners, by owner: anim-service (priority 90), live-control (50), anim-batch (10)."""
     from scheduler.lifecycle import LeaseStatus
-    from scheduler.store.queue import QueueWait
+    from scheduler.store.queue_model import QueueWait
 
     made = {}
     for at, (owner, priority) in enumerate((("anim-batch", 10), ("live-control", 50), ("anim-service", 90))):

@@ -32,7 +32,7 @@ from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit
 from scheduler.store.items import NoticeRecord, epoch
-from scheduler.store.queue import QueuedLease, QueueWait
+from scheduler.store.queue_model import QueuedLease, QueueWait
 
 if TYPE_CHECKING:
     from scheduler.leases.context import Context

@@ -19,7 +19,7 @@ from scheduler.leases.workers import remove_worker
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 from scheduler.store import Claim, LeaseStateChanged
-from scheduler.store.queue import Handover
+from scheduler.store.queue_model import Handover
 
 if TYPE_CHECKING:
     from scheduler.leases.context import Context

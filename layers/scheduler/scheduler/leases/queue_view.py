@@ -18,7 +18,7 @@ from scheduler.models import Lease
 if TYPE_CHECKING:
     from scheduler.api.queries import QueueQuery
     from scheduler.leases.context import Context
-    from scheduler.store.queue import QueuedLease
+    from scheduler.store.queue_model import QueuedLease
 
 
 def waiting(queued: QueuedLease) -> Waiting:

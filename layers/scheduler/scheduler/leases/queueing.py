@@ -15,7 +15,7 @@ from scheduler.errors import BudgetExceeded, Forbidden, NoCapacity, QuotaExceede
 from scheduler.leases.outcomes import Queued
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
-from scheduler.store.queue import QueueWait
+from scheduler.store.queue_model import QueueWait
 
 if TYPE_CHECKING:
     from scheduler.leases.context import Context

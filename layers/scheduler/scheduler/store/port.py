@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scheduler.store.claims import Claim
     from scheduler.store.counters import CounterState, Limit
     from scheduler.store.items import Item, NoticeRecord
-    from scheduler.store.queue import Handover, QueuedLease, QueueWait
+    from scheduler.store.queue_model import Handover, QueuedLease, QueueWait
     from scheduler.store.usage import UsageRow
 
 

@@ -11,168 +11,37 @@ and its condition (still queued, before queued_until) admits it once.
 `finish_preempted` ends a preempted lease and admits the queued lease it was preempted for in one transaction:
 the provider slot moves from one to the other (neither given back nor taken), the rest of the victim's counters
 come back, the preemptor's quota and budgets are taken — so nobody else can take that slot in between.
+
+What the methods work with (`store/queue_model.py`) loads on first use: a function that only reads leases never
+loads it, nor the scheduling rules.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from scheduler import budgets, lifecycle
-from scheduler.costs import accrued_usd, micros, spend_micros
-from scheduler.fairness import Running
+from scheduler.costs import micros, spend_micros
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
-from scheduler.owner_policies import MAX_PRIORITY
 from scheduler.store import conditions, counters
 from scheduler.store.claims import Claim, LeaseStateChanged
 from scheduler.store.conditions import Inputs, render
 from scheduler.store.counters import Limit, parse_held
-from scheduler.store.items import (
-    DEFAULT_PRIORITY,
-    Item,
-    NoticeRecord,
-    QueueEntry,
-    epoch,
-    lease_from_item,
-    number_attr,
-    queued_item,
-    string_attr,
-)
+from scheduler.store.items import Item, epoch, lease_from_item, number_attr, queued_item, string_attr
 from scheduler.store.queries import LeaseReads
 from scheduler.store.refusals import refusal_error
 from scheduler.store.usage import UsageBook
 
+if TYPE_CHECKING:
+    from scheduler.fairness import Running
+    from scheduler.store.items import NoticeRecord
+    from scheduler.store.queue_model import Handover, QueuedLease, QueueWait
+
 QUEUE_INDEX = "queued-by-order"
-PRIORITY_SPAN = 10**10  # epoch seconds stay below it until the year 2286
-CANCELLED = "cancelled while queued: no worker was ever made for it"
-# What `running_leases` reads of each (a projection: the admission reads every live lease).
-_RUNNING = (
-    "lease_id, owner_id, provider, priority, preemptible, created_epoch, expires_epoch, preempt_epoch, preempted_for"
-)
-
-
-def queue_order(priority: int, queued_epoch: int) -> int:
-    """The queue index's sort key: priority (highest first), then age (oldest first)."""
-    return (MAX_PRIORITY - priority) * PRIORITY_SPAN + queued_epoch
-
-
-class QueueWait(NamedTuple):
-    """Why a lease waits and for what: `reason` as a caller is told, `providers` the ones that could serve it (in
-    policy order), `capacity` whether it waits for their room (else for its owner's quota or budget), and the
-    worker environment it is provisioned with once admitted (None: the one it was queued with)."""
-
-    reason: str
-    providers: tuple[str, ...]
-    capacity: bool
-    env: Mapping[str, str] | None = None
-
-
-class QueuedLease(NamedTuple):
-    """A queued lease with what its admission needs."""
-
-    lease: Lease
-    env: dict[str, str]
-    providers: tuple[str, ...]
-    capacity: bool
-    queued_epoch: int
-
-
-class Handover(NamedTuple):
-    """What a preempted lease's end hands its preemptor: `lease` as admitted (its provider the victim's), the
-    provider slot it takes over (`moved`, a counter), and what else it takes (its owner's quota, budgets)."""
-
-    lease: Lease
-    moved: str
-    limits: tuple[Limit, ...] = ()
-
-    @property
-    def held(self) -> tuple[str, ...]:
-        return tuple(sorted({self.moved, *(limit.held for limit in self.limits)}))
-
-
-def queue_entry(lease: Lease, wait: QueueWait, shard: str, retention_seconds: int, now: datetime) -> QueueEntry:
-    """Where `lease` sits in the queue (its queued_at kept from its first time there) and what it waits for."""
-    if lease.queued_until is None:
-        raise ValueError("a lease without queued_until cannot wait in the queue")
-    until = epoch(lease.queued_until)
-    order = queue_order(lease.priority, epoch(lease.queued_at or now))
-    env = None if wait.env is None else json.dumps(dict(wait.env), separators=(",", ":"), sort_keys=True)
-    return QueueEntry(shard, order, until, until + retention_seconds, wait.reason, wait.providers, wait.capacity, env)
-
-
-def admit_inputs(lease: Lease, held: tuple[str, ...], shard: str) -> Inputs:
-    """ADMIT's inputs for `lease` as admitted (created now, expiring ttl later, on `provider`, holding `held`)."""
-    created = epoch(lease.created_at)
-    return Inputs(
-        now=created,
-        start=epoch(lease.expires_at) - lease.ttl_seconds,
-        ttl_seconds=lease.ttl_seconds,
-        held=held,
-        provider=lease.provider,
-        shard=shard,
-    )
-
-
-def net_moves(gives: Sequence[Limit], takes: Sequence[Limit]) -> list[Limit]:
-    """One move per counter (a transaction touches an item once): what is given back and taken of it, netted; a
-    move that adds is held to the take's maximum."""
-    amounts: dict[str, int] = {}
-    limits: dict[str, Limit] = {}
-    for limit in [*gives, *takes]:
-        amounts[limit.counter] = amounts.get(limit.counter, 0) + limit.amount
-        if limit.maximum is not None or limit.counter not in limits:
-            limits[limit.counter] = limit
-    return [
-        limits[counter]._replace(amount=amount, maximum=limits[counter].maximum if amount > 0 else None)
-        for counter, amount in sorted(amounts.items())
-        if amount
-    ]
-
-
-def queued_of(item: Item) -> QueuedLease:
-    env = item.get("queue_env", {}).get("S")
-    providers = item.get("queue_providers", {}).get("S", "")
-    return QueuedLease(
-        lease_from_item(item),
-        json.loads(env) if env else {},
-        tuple(name for name in providers.split(",") if name),
-        item.get("queue_wait", {}).get("S") == conditions.QUEUE_WAITS[True],
-        int(item.get("queued_epoch", item["created_epoch"])["N"]),
-    )
-
-
-def running_lease(item: Item) -> Running:
-    def number(name: str) -> int | None:
-        found = item.get(name, {}).get("N")
-        return None if found is None else int(float(found))
-
-    return Running(
-        lease_id=item["lease_id"]["S"],
-        owner=budgets.budget_owner(item.get("owner_id", {}).get("S")),
-        provider=item["provider"]["S"],
-        priority=DEFAULT_PRIORITY if number("priority") is None else int(number("priority") or 0),
-        preemptible=item.get("preemptible", {}).get("BOOL") is True,
-        started_epoch=number("created_epoch") or 0,
-        expires_epoch=number("expires_epoch") or 0,
-        preempt_epoch=number("preempt_epoch"),
-        preempted_for=item.get("preempted_for", {}).get("S"),
-    )
-
-
-def preempted(claim: Claim, now: datetime, reason: str | None) -> Lease:
-    """The claimed lease as its end records it."""
-    lease = claim.lease
-    return lease.replace(
-        status=claim.outcome,
-        released_at=datetime.fromtimestamp(epoch(now), UTC),
-        cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
-        failure_reason=reason or lease.failure_reason,
-        ended_by=claim.by,
-    )
 
 
 class LeaseQueue(LeaseReads, UsageBook):
@@ -182,6 +51,8 @@ class LeaseQueue(LeaseReads, UsageBook):
 
     def enqueue(self, lease: Lease, wait: QueueWait) -> None:
         """Record a new lease `queued` (no counter, no worker); LeaseStateChanged if its id is taken."""
+        from scheduler.store.queue_model import queue_entry
+
         entry = queue_entry(lease, wait, self._shard_of(lease.lease_id), self._retention, lease.created_at)
         item = queued_item(lease, self._shard_of(lease.lease_id), entry)
         condition = conditions.condition(lifecycle.ENQUEUE, Inputs()).request()
@@ -201,6 +72,8 @@ class LeaseQueue(LeaseReads, UsageBook):
         """Move a queued lease to `pending` as `lease` says (provider, created_at, expires_at) with a slot of each
         limit, in one transaction; the limit that is full instead (nothing written). LeaseStateChanged when it is
         no longer queued, or past its queued_until."""
+        from scheduler.store.queue_model import admit_inputs
+
         held = tuple(sorted({limit.held for limit in limits}))
         rendered = render(lifecycle.ADMIT, admit_inputs(lease, held, self._shard_of(lease.lease_id)))
         update = {**self._key(lease.lease_id), **rendered.request()}
@@ -221,6 +94,8 @@ class LeaseQueue(LeaseReads, UsageBook):
     def requeue(self, lease: Lease, now: datetime, held: tuple[str, ...], wait: QueueWait) -> bool:
         """Put a `pending` lease (no worker made) back in the queue until its queued_until, giving back its slots in
         the same transaction; False when it is no longer pending, or its queued_until has passed."""
+        from scheduler.store.queue_model import queue_entry
+
         entry = queue_entry(lease, wait, self._shard_of(lease.lease_id), self._retention, now)
         update = {
             **self._key(lease.lease_id),
@@ -238,6 +113,8 @@ class LeaseQueue(LeaseReads, UsageBook):
     def cancel_queued(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Lease:
         """End a queued lease `released` for its owner (`owner`: as the release's OWNER guard holds it), no worker
         ever made; LeaseNotFound / NotLeaseOwner / LeaseConflict as a release is refused."""
+        from scheduler.store.queue_model import CANCELLED
+
         inputs = Inputs(now=epoch(now), owner=owner, reason=CANCELLED, retain_until=epoch(now) + self._retention, by=by)
         try:
             return self._queued_end(lifecycle.CANCEL, lease_id, inputs)
@@ -270,6 +147,8 @@ class LeaseQueue(LeaseReads, UsageBook):
         """End the claimed preempted lease and admit its preemptor on its provider slot, in one transaction; None
         (nothing written) when the preemptor cannot take it (no longer queued, past its queued_until, its own quota
         or budget full): then the lease is to be finished as any other. LeaseStateChanged if the claim was lost."""
+        from scheduler.store.queue_model import admit_inputs, net_moves, preempted
+
         victim = claim.lease
         spent, usage = 0, None
         if victim.cost_per_hour is not None:
@@ -304,6 +183,8 @@ class LeaseQueue(LeaseReads, UsageBook):
 
     def queued_leases(self) -> Iterator[QueuedLease]:
         """Every queued lease, by priority then age (the queue index, every shard merged)."""
+        from scheduler.store.queue_model import queued_of
+
         shards = [
             self._queue_items("queue_shard = :shard", {":shard": string_attr(str(shard))})
             for shard in range(self._shards)
@@ -313,6 +194,8 @@ class LeaseQueue(LeaseReads, UsageBook):
 
     def queued_lease(self, lease_id: str) -> QueuedLease | None:
         """One queued lease with what its admission needs (strongly consistent); None if it is not queued."""
+        from scheduler.store.queue_model import queued_of
+
         item = self._read_item(lease_id)
         if item.get("status", {}).get("S") != LeaseStatus.QUEUED.value:
             return None
@@ -320,6 +203,8 @@ class LeaseQueue(LeaseReads, UsageBook):
 
     def queue_ahead(self, priority: int) -> dict[str, int]:
         """How many queued leases of at least `priority` wait for each provider's room."""
+        from scheduler.store.queue_model import queue_order
+
         bound = number_attr(queue_order(priority - 1, 0))
         found: dict[str, int] = {}
         for shard in range(self._shards):
@@ -339,6 +224,8 @@ class LeaseQueue(LeaseReads, UsageBook):
 
     def running_leases(self) -> Iterator[Running]:
         """Every lease that holds capacity (pending, active, releasing), as the queue's rules see it."""
+        from scheduler.store.queue_model import RUNNING_PROJECTION, running_lease
+
         holding = conditions.holding()
         for shard in range(self._shards):
             request: dict[str, Any] = {
@@ -346,7 +233,7 @@ class LeaseQueue(LeaseReads, UsageBook):
                 "IndexName": "live-by-due",
                 "KeyConditionExpression": "live_shard = :shard",
                 "FilterExpression": holding.condition,
-                "ProjectionExpression": _RUNNING,
+                "ProjectionExpression": RUNNING_PROJECTION,
                 "ExpressionAttributeNames": holding.names,
                 "ExpressionAttributeValues": {":shard": string_attr(str(shard)), **holding.values},
             }

@@ -22,7 +22,7 @@ from scheduler.store.items import Item, NoticeRecord, epoch, lease_from_item, qu
 from scheduler.store.memory.rules import applied, holds, number, status_of, text
 from scheduler.store.memory.steps import Lost, MemorySteps
 from scheduler.store.memory.tables import Change
-from scheduler.store.queue import (
+from scheduler.store.queue_model import (
     CANCELLED,
     Handover,
     QueuedLease,
