@@ -25,7 +25,7 @@ from scheduler.lifecycle import (
 )
 from scheduler.store import conditions
 from scheduler.store.conditions import Inputs, WorkerRecord
-from scheduler.store.items import NoticeRecord, QueueEntry
+from scheduler.store.queue_records import NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
 STORE = Path(conditions.__file__).parent

@@ -22,11 +22,11 @@ from scheduler.models import Lease, ListFilter, WorkerKind
 from scheduler.providers.base import ProvisionedWorker
 from scheduler.store import Claim, LeaseStore
 from scheduler.store.counters import Limit
-from scheduler.store.items import NoticeRecord
 from scheduler.store.memory import MemoryLeaseStore
 from scheduler.store.memory.reads import MemoryReads
 from scheduler.store.port import LeaseStorePort
 from scheduler.store.queue_model import Handover, QueueWait
+from scheduler.store.queue_records import NoticeRecord
 
 from .builders import NOW, RETENTION_SECONDS, Leases, epoch, new_lease
 from .conftest import memory_store
@@ -100,7 +100,7 @@ class Twins:
         wait = QueueWait("waits", (lease.provider,), self.rng.random() < 0.7, env)
         self.ids.append(lease.lease_id)
         self.owners[lease.lease_id] = lease.owner_id
-        self.both("enqueue", lambda store: store.enqueue(lease, wait))
+        self.both("enqueue", lambda store: store.queue.enqueue(lease, wait))
 
     def admit(self, lease_id: str) -> None:
         found = _raw(lambda: self.stores[0].get(lease_id))
@@ -116,7 +116,7 @@ class Twins:
         )
         limits = [Limit.for_provider(provider, 5), Limit.for_owner(budgets.budget_owner(found.owner_id), 3)]
         chosen = limits if self.rng.random() < 0.7 else []
-        self.both("admit", lambda store: store.admit(draft, chosen))
+        self.both("admit", lambda store: store.queue.admit(draft, chosen))
 
     def requeue(self, lease_id: str) -> None:
         found = _raw(lambda: self.stores[0].get(lease_id))
@@ -124,18 +124,20 @@ class Twins:
             return
         held = self.both("held_counters", lambda store: store.held_counters(lease_id))[0]
         wait = QueueWait("no provider had room", (found.provider,), True)
-        self.both("requeue", lambda store: store.requeue(found, self.now, held, wait))
+        self.both("requeue", lambda store: store.queue.requeue(found, self.now, held, wait))
 
     def cancel(self, lease_id: str) -> None:
         owner = self.owner(lease_id)
-        self.both("cancel_queued", lambda store: store.cancel_queued(lease_id, owner, self.now, by="anim"))
-        self.both("expire_queued", lambda store: store.expire_queued(lease_id, self.now, "not admitted", by="sweep"))
+        self.both("cancel_queued", lambda store: store.queue.cancel_queued(lease_id, owner, self.now, by="anim"))
+        self.both(
+            "expire_queued", lambda store: store.queue.expire_queued(lease_id, self.now, "not admitted", by="sweep")
+        )
 
     def notice(self, lease_id: str) -> None:
         record = NoticeRecord(epoch(self.now) + self.rng.choice((60, 120)), self.rng.choice(self.ids), 60)
         record = record._replace(priority=self.rng.choice((20, 60, 100)))
         ran_since = epoch(self.now) - self.rng.choice((0, 300, 3600))
-        self.both("notice", lambda store: store.notice(lease_id, self.now, record, ran_since))
+        self.both("notice", lambda store: store.queue.notice(lease_id, self.now, record, ran_since))
 
     def activate(self, lease_id: str) -> None:
         price = self.rng.choice((None, 0.25, 0.9))
@@ -197,7 +199,7 @@ class Twins:
         if lease_id not in self.claims:
             return
         claims = self.claims[lease_id]
-        waiting = [item.lease for item in self.stores[0].queued_leases()]
+        waiting = [item.lease for item in self.stores[0].queue.queued_leases()]
         if claims[0].outcome is LeaseStatus.PREEMPTED and waiting and self.rng.random() < 0.7:
             self.hand_over(claims, self.rng.choice(waiting))
             return
@@ -221,7 +223,7 @@ class Twins:
         handover = Handover(admitted, Limit.for_provider(victim.provider, 5).counter, (quota,))
         pairs = zip(self.stores, claims, strict=True)
         answers = [
-            _answer(lambda store=store, claim=claim: store.finish_preempted(claim, self.now, handover, "by 60"))
+            _answer(lambda store=store, claim=claim: store.queue.finish_preempted(claim, self.now, handover, "by 60"))
             for store, claim in pairs
         ]
         assert answers[0] == answers[1], f"finish_preempted at {self.now}: {answers}"
@@ -280,10 +282,10 @@ class Twins:
         self.both("counter_states", lambda store: store.counter_states())
         days = ("2026-11-01", "2026-12-31")
         self.both("usage_rows", lambda store: sorted(store.usage_rows(None, *days)))
-        self.both("queued_leases", lambda store: list(store.queued_leases()))
-        self.both("running_leases", lambda store: sorted(store.running_leases()))
+        self.both("queued_leases", lambda store: list(store.queue.queued_leases()))
+        self.both("running_leases", lambda store: sorted(store.queue.running_leases()))
         priority = self.rng.choice((0, 50, 90))
-        self.both("queue_ahead", lambda store: store.queue_ahead(priority))
+        self.both("queue_ahead", lambda store: store.queue.queue_ahead(priority))
 
     def summary(self) -> str:
         """How each step answered (what the walk covered)."""

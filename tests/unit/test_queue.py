@@ -107,7 +107,7 @@ def test_an_owner_at_its_quota_waits_for_its_own_leases() -> None:
     scheduler.active()
     lease = scheduler.queued()
     assert "MAX_LEASES_PER_OWNER" in lease.queue_reason
-    item = scheduler.store.queued_lease(lease.lease_id)
+    item = scheduler.store.queue.queued_lease(lease.lease_id)
     assert item is not None and not item.capacity
     outcome = scheduler.acquire(queue_seconds=0)
     assert isinstance(outcome, NotAcquired) and isinstance(outcome.error, QuotaExceeded)

@@ -10,8 +10,9 @@ from scheduler import lifecycle
 from scheduler.lifecycle import ENDED, HOLDING, LIVE, Guard, LeaseStatus, Refusal, Seen, Write, refusal
 from scheduler.store import conditions
 from scheduler.store.conditions import Inputs
-from scheduler.store.items import Item, NoticeRecord, QueueEntry, number_attr, string_attr
+from scheduler.store.items import Item, number_attr, string_attr
 from scheduler.store.memory.rules import applied, holds
+from scheduler.store.queue_records import QUEUE_ATTRIBUTES, NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
 PREEMPTOR = "b8c1d2e3-0000-4000-8000-000000000001"
@@ -82,7 +83,7 @@ def test_an_admitted_lease_bills_and_counts_its_deadlines_from_its_admission() -
     update = conditions.render(lifecycle.ADMIT, inputs).update
     assert "created_epoch = :now" in update and "admitted_epoch = :now" in update
     assert "expires_epoch = :expires" in update and "starting_shard = :shard" in update
-    assert all(name in update.split("REMOVE", 1)[1] for name in conditions.QUEUE_ATTRIBUTES)
+    assert all(name in update.split("REMOVE", 1)[1] for name in QUEUE_ATTRIBUTES)
 
 
 def test_a_lease_admitted_once_cannot_be_admitted_again() -> None:

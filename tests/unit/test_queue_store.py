@@ -16,9 +16,10 @@ from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, ListFilter
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit
-from scheduler.store.items import NoticeRecord, epoch
+from scheduler.store.items import epoch
 from scheduler.store.port import LeaseStorePort
 from scheduler.store.queue_model import Handover, QueueWait
+from scheduler.store.queue_records import NoticeRecord
 
 from .builders import NOW, Leases, context, memory_provider, new_lease, registry_of, worker_for
 
@@ -39,7 +40,7 @@ def queued(
         queued_until=made + timedelta(minutes=10),
         expires_at=made + timedelta(minutes=10),
     )
-    store.enqueue(lease, wait)
+    store.queue.enqueue(lease, wait)
     return lease
 
 
@@ -61,7 +62,7 @@ def noticed(store: LeaseStorePort, leases: Leases, *, priority: int = 10, preemp
     )
     store.create_pending(lease)
     store.activate(lease.lease_id, lease.provider, worker_for(lease))
-    found = store.notice(lease.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, preemptor, 80), epoch(NOW) - 300)
+    found = store.queue.notice(lease.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, preemptor, 80), epoch(NOW) - 300)
     assert found is not None
     return found
 
@@ -88,19 +89,21 @@ def test_the_queue_reads_by_priority_then_age(store: LeaseStorePort) -> None:
     late_high = queued(store, priority=80, at=20)
     early_low = queued(store, priority=10, at=0)
     early_high = queued(store, priority=80, at=10)
-    found = [item.lease.lease_id for item in store.queued_leases()]
+    found = [item.lease.lease_id for item in store.queue.queued_leases()]
     assert found == [early_high.lease_id, late_high.lease_id, early_low.lease_id]
 
 
 def test_the_queue_reads_in_order_across_shards(sharded_store: LeaseStorePort) -> None:
     made = [queued(sharded_store, priority=10 * (n % 3), at=n) for n in range(8)]
     expected = sorted(made, key=lambda lease: (-lease.priority, lease.queued_at))
-    assert [item.lease.lease_id for item in sharded_store.queued_leases()] == [lease.lease_id for lease in expected]
+    assert [item.lease.lease_id for item in sharded_store.queue.queued_leases()] == [
+        lease.lease_id for lease in expected
+    ]
 
 
 def test_a_queued_lease_keeps_what_its_admission_needs(store: LeaseStorePort) -> None:
     lease = queued(store)
-    item = store.queued_lease(lease.lease_id)
+    item = store.queue.queued_lease(lease.lease_id)
     assert item is not None and (item.env, item.providers, item.capacity) == (
         {"SCENE": "intro"},
         ("local-docker",),
@@ -113,15 +116,15 @@ def test_only_leases_waiting_for_capacity_at_or_above_a_priority_are_counted_ahe
     queued(store, priority=60)
     queued(store, priority=40)
     queued(store, priority=90, wait=WAIT._replace(capacity=False))  # waits for its owner's quota
-    assert store.queue_ahead(50) == {"local-docker": 1}
-    assert store.queue_ahead(0) == {"local-docker": 2}
-    assert store.queue_ahead(61) == {}
+    assert store.queue.queue_ahead(50) == {"local-docker": 1}
+    assert store.queue.queue_ahead(0) == {"local-docker": 2}
+    assert store.queue.queue_ahead(61) == {}
 
 
 def test_a_queued_lease_holds_no_capacity(store: LeaseStorePort, leases: Leases) -> None:
     queued(store)
     active = leases.active()
-    assert [lease.lease_id for lease in store.running_leases()] == [active.lease_id]
+    assert [lease.lease_id for lease in store.queue.running_leases()] == [active.lease_id]
 
 
 # --- admission ---------------------------------------------------------------------------------------------
@@ -129,24 +132,24 @@ def test_a_queued_lease_holds_no_capacity(store: LeaseStorePort, leases: Leases)
 
 def test_an_admitted_lease_is_pending_made_at_its_admission(store: LeaseStorePort) -> None:
     lease = queued(store)
-    assert store.admit(admitted(lease)) is None
+    assert store.queue.admit(admitted(lease)) is None
     read = store.get(lease.lease_id)
     assert (read.status, read.created_at, read.admitted_at, read.queued_at) == ("pending", SOON, SOON, NOW)
     assert read.expires_at == SOON + timedelta(seconds=lease.ttl_seconds) and read.queue_reason is None
-    assert list(store.queued_leases()) == []
+    assert list(store.queue.queued_leases()) == []
 
 
 def test_a_lease_is_admitted_once(store: LeaseStorePort) -> None:
     lease = queued(store)
-    store.admit(admitted(lease))
+    store.queue.admit(admitted(lease))
     with pytest.raises(LeaseStateChanged):
-        store.admit(admitted(lease, at=SOON + timedelta(seconds=1)))
+        store.queue.admit(admitted(lease, at=SOON + timedelta(seconds=1)))
 
 
 def test_a_lease_past_its_queued_until_is_not_admitted(store: LeaseStorePort) -> None:
     lease = queued(store)
     with pytest.raises(LeaseStateChanged):
-        store.admit(admitted(lease, at=AFTER))
+        store.queue.admit(admitted(lease, at=AFTER))
     assert store.get(lease.lease_id).status == "queued"
 
 
@@ -154,8 +157,8 @@ def test_a_lease_past_its_queued_until_is_not_admitted(store: LeaseStorePort) ->
 def test_an_admission_takes_the_slots_and_refuses_a_full_cap(limited_store: LeaseStorePort) -> None:
     first, second = queued(limited_store), queued(limited_store, at=1)
     cap = Limit.for_provider("local-docker", 1)
-    assert limited_store.admit(admitted(first), [cap]) is None
-    assert limited_store.admit(admitted(second), [cap]) == cap
+    assert limited_store.queue.admit(admitted(first), [cap]) is None
+    assert limited_store.queue.admit(admitted(second), [cap]) == cap
     assert limited_store.get(second.lease_id).status == "queued"
     assert limited_store.counters([cap.counter]) == {cap.counter: 1}
     assert limited_store.held_counters(first.lease_id) == (cap.counter,)
@@ -165,8 +168,8 @@ def test_an_admission_takes_the_slots_and_refuses_a_full_cap(limited_store: Leas
 def test_a_requeued_lease_gives_its_slots_back_and_keeps_its_place(limited_store: LeaseStorePort) -> None:
     lease = queued(limited_store)
     cap = Limit.for_provider("local-docker", 1)
-    limited_store.admit(admitted(lease), [cap])
-    assert limited_store.requeue(admitted(lease), SOON, (cap.counter,), WAIT._replace(reason="no room", env=None))
+    limited_store.queue.admit(admitted(lease), [cap])
+    assert limited_store.queue.requeue(admitted(lease), SOON, (cap.counter,), WAIT._replace(reason="no room", env=None))
     read = limited_store.get(lease.lease_id)
     assert (read.status, read.queued_at, read.queue_reason, read.expires_at) == (
         "queued",
@@ -175,14 +178,14 @@ def test_a_requeued_lease_gives_its_slots_back_and_keeps_its_place(limited_store
         lease.queued_until,
     )
     assert limited_store.counters([cap.counter]) == {cap.counter: 0}
-    item = limited_store.queued_lease(lease.lease_id)
+    item = limited_store.queue.queued_lease(lease.lease_id)
     assert item is not None and item.env == {"SCENE": "intro"}
 
 
 def test_a_lease_is_not_requeued_past_its_queued_until(store: LeaseStorePort) -> None:
     lease = queued(store)
-    store.admit(admitted(lease))
-    assert not store.requeue(admitted(lease), AFTER, (), WAIT)
+    store.queue.admit(admitted(lease))
+    assert not store.queue.requeue(admitted(lease), AFTER, (), WAIT)
     assert store.get(lease.lease_id).status == "pending"
 
 
@@ -191,16 +194,16 @@ def test_a_lease_is_not_requeued_past_its_queued_until(store: LeaseStorePort) ->
 
 def test_a_cancelled_queued_lease_ends_released_never_having_a_worker(store: LeaseStorePort) -> None:
     lease = queued(store)
-    ended = store.cancel_queued(lease.lease_id, "alice", SOON, by="anim")
+    ended = store.queue.cancel_queued(lease.lease_id, "alice", SOON, by="anim")
     assert (ended.status, ended.released_at, ended.provider_token, ended.ended_by) == ("released", SOON, None, "anim")
     assert "cancelled while queued" in (ended.failure_reason or "")
-    assert list(store.queued_leases()) == [] and store.list_live(ListFilter(), SOON)[0] == []
+    assert list(store.queue.queued_leases()) == [] and store.list_live(ListFilter(), SOON)[0] == []
 
 
 def test_another_owners_queued_lease_is_not_cancelled(store: LeaseStorePort) -> None:
     lease = queued(store)
     with pytest.raises(NotLeaseOwner):
-        store.cancel_queued(lease.lease_id, "bob", SOON)
+        store.queue.cancel_queued(lease.lease_id, "bob", SOON)
     assert store.get(lease.lease_id).status == "queued"
 
 
@@ -218,14 +221,14 @@ def test_a_renewal_of_a_queued_lease_is_a_conflict(store: LeaseStorePort) -> Non
 
 def test_a_queued_lease_expires_only_past_its_queued_until_saying_why(store: LeaseStorePort) -> None:
     lease = queued(store)
-    assert store.expire_queued(lease.lease_id, SOON, "not admitted", by="sweep") is None
-    ended = store.expire_queued(lease.lease_id, AFTER, "not admitted", by="sweep")
+    assert store.queue.expire_queued(lease.lease_id, SOON, "not admitted", by="sweep") is None
+    ended = store.queue.expire_queued(lease.lease_id, AFTER, "not admitted", by="sweep")
     assert ended is not None and (ended.status, ended.failure_reason, ended.ended_by) == (
         "expired",
         "not admitted",
         "sweep",
     )
-    assert list(store.due_leases(AFTER)) == [] and list(store.queued_leases()) == []
+    assert list(store.due_leases(AFTER)) == [] and list(store.queue.queued_leases()) == []
 
 
 def test_an_active_lease_is_neither_cancelled_nor_expired_as_a_queued_one(
@@ -233,8 +236,8 @@ def test_an_active_lease_is_neither_cancelled_nor_expired_as_a_queued_one(
 ) -> None:
     lease = leases.active()
     with pytest.raises(LeaseNotFound):
-        store.cancel_queued(lease.lease_id, "alice", SOON)
-    assert store.expire_queued(lease.lease_id, NOW + timedelta(days=1), "x") is None
+        store.queue.cancel_queued(lease.lease_id, "alice", SOON)
+    assert store.queue.expire_queued(lease.lease_id, NOW + timedelta(days=1), "x") is None
 
 
 # --- preemption --------------------------------------------------------------------------------------------
@@ -250,9 +253,9 @@ def test_a_noticed_lease_reads_its_preempt_at_and_is_due_then(store: LeaseStoreP
 def test_a_lease_is_noticed_once_and_only_when_it_may_be(store: LeaseStorePort, leases: Leases) -> None:
     lease = noticed(store, leases)
     record = NoticeRecord(epoch(NOW) + 200, "q", 90)
-    assert store.notice(lease.lease_id, NOW, record, epoch(NOW) - 300) is None
+    assert store.queue.notice(lease.lease_id, NOW, record, epoch(NOW) - 300) is None
     kept = leases.active()  # not preemptible
-    assert store.notice(kept.lease_id, NOW, record, epoch(NOW) + 300) is None
+    assert store.queue.notice(kept.lease_id, NOW, record, epoch(NOW) + 300) is None
 
 
 def test_a_renewal_past_the_notice_is_refused_naming_it(store: LeaseStorePort, leases: Leases) -> None:
@@ -280,12 +283,16 @@ def test_a_preempted_leases_slot_goes_to_its_preemptor_in_the_same_step(limited_
     limited_store.create_pending(victim, [cap, Limit.for_owner("alice", 5)])
     limited_store.activate(victim.lease_id, victim.provider, worker_for(victim))
     waiting = queued(limited_store, priority=80, owner_id="bob")
-    limited_store.notice(victim.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, waiting.lease_id, 80), epoch(NOW) - 300)
+    limited_store.queue.notice(
+        victim.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, waiting.lease_id, 80), epoch(NOW) - 300
+    )
     at = NOW + timedelta(seconds=120)
     claim = limited_store.claim_preempted(victim.lease_id, at, by="sweep")
     assert claim is not None
 
-    ended = limited_store.finish_preempted(claim, at, Handover(admitted(waiting, at), cap.counter, (quota,)), "by 80")
+    ended = limited_store.queue.finish_preempted(
+        claim, at, Handover(admitted(waiting, at), cap.counter, (quota,)), "by 80"
+    )
 
     assert ended is not None and (ended.status, ended.failure_reason) == ("preempted", "by 80")
     assert limited_store.get(victim.lease_id).status == "preempted"
@@ -307,13 +314,15 @@ def test_a_preempted_leases_slot_is_not_handed_to_a_preemptor_that_no_longer_wai
     limited_store.create_pending(victim, [cap])
     limited_store.activate(victim.lease_id, victim.provider, worker_for(victim))
     waiting = queued(limited_store, priority=80)
-    limited_store.notice(victim.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, waiting.lease_id, 80), epoch(NOW) - 300)
-    limited_store.cancel_queued(waiting.lease_id, "alice", NOW)
+    limited_store.queue.notice(
+        victim.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, waiting.lease_id, 80), epoch(NOW) - 300
+    )
+    limited_store.queue.cancel_queued(waiting.lease_id, "alice", NOW)
     at = NOW + timedelta(seconds=120)
     claim = limited_store.claim_preempted(victim.lease_id, at)
     assert claim is not None
 
-    assert limited_store.finish_preempted(claim, at, Handover(admitted(waiting, at), cap.counter)) is None
+    assert limited_store.queue.finish_preempted(claim, at, Handover(admitted(waiting, at), cap.counter)) is None
 
     assert limited_store.get(victim.lease_id).status == "releasing"  # nothing written: finished as any other
     assert limited_store.finish_release(claim, at).status == "preempted"

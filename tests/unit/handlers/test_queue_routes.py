@@ -13,8 +13,9 @@ import pytest
 
 from scheduler.owner_policies import OwnerPolicies
 from scheduler.runtime import Runtime
-from scheduler.store.items import NoticeRecord, epoch
+from scheduler.store.items import epoch
 from scheduler.store.port import LeaseStorePort
+from scheduler.store.queue_records import NoticeRecord
 from tests.support.metrics import RecordedMetrics
 
 from ..builders import NOW, Leases, new_lease, worker_for
@@ -78,7 +79,7 @@ def test_a_renewal_past_a_preemption_notice_is_409_preempting(
     lease = new_lease(created_at=NOW - timedelta(hours=1), ttl_seconds=7200).replace(preemptible=True, priority=10)
     store.create_pending(lease)
     store.activate(lease.lease_id, lease.provider, worker_for(lease))
-    store.notice(lease.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, "p", 80), epoch(NOW) - 300)
+    store.queue.notice(lease.lease_id, NOW, NoticeRecord(epoch(NOW) + 120, "p", 80), epoch(NOW) - 300)
     renewal = with_header(event("renew_lease", lease.lease_id, body='{"ttl_seconds": 600}'), "x-lease-owner", "alice")
     status, body = function("renew_lease").http(renewal)
     assert status == 409 and body["error"]["code"] == "preempting"
@@ -104,7 +105,7 @@ def fill(leases: Leases, store: LeaseStorePort) -> dict[str, str]:
         lease = new_lease(owner_id=owner, created_at=created).replace(
             status=LeaseStatus.QUEUED, priority=priority, queued_at=created, queued_until=created + timedelta(hours=1)
         )
-        store.enqueue(lease.replace(expires_at=lease.queued_until), QueueWait("full", ("local-docker",), True))
+        store.queue.enqueue(lease.replace(expires_at=lease.queued_until), QueueWait("full", ("local-docker",), True))
         made[owner] = lease.lease_id
     return made
 

@@ -31,8 +31,9 @@ from scheduler.models import Lease
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit
-from scheduler.store.items import NoticeRecord, epoch
+from scheduler.store.items import epoch
 from scheduler.store.queue_model import QueuedLease, QueueWait
+from scheduler.store.queue_records import NoticeRecord
 
 if TYPE_CHECKING:
     from scheduler.leases.context import Context
@@ -65,13 +66,13 @@ class Admitted(NamedTuple):
 def serve_queue(ctx: Context) -> AdmissionReport:
     """Admit what fits from the queue in admission order, provision it, and give the preemption notices due."""
     report = AdmissionReport()
-    queued = list(ctx.store.queued_leases())
+    queued = list(ctx.store.queue.queued_leases())
     report.depth = len(queued)
     now = ctx.clock()
     open_ = [item for item in queued if item.lease.queued_until is None or item.lease.queued_until > now]
     if not open_:
         return report  # an empty queue costs one Query; one past its queued_until is the sweep's to end
-    running = list(ctx.store.running_leases())
+    running = list(ctx.store.queue.running_leases())
     settings = ctx.settings
     rules = fairness.Rules(settings.policies, settings.min_runtime_seconds, settings.preemption_notice_seconds)
     plan = fairness.plan((waiting(item) for item in open_), running, _capacity(ctx), rules, epoch(now))
@@ -95,7 +96,7 @@ def serve_queue(ctx: Context) -> AdmissionReport:
     for notice in plan.notices:
         record = NoticeRecord(notice.preempt_at, notice.preemptor, notice.priority)
         try:
-            noticed = ctx.store.notice(notice.victim, now, record, epoch(now) - settings.min_runtime_seconds)
+            noticed = ctx.store.queue.notice(notice.victim, now, record, epoch(now) - settings.min_runtime_seconds)
         except Exception as error:  # noqa: BLE001 - the next pass plans it again
             report.errors.append(f"notice to {notice.victim}: {error}")
             continue
@@ -145,7 +146,7 @@ def admit(ctx: Context, item: QueuedLease, now: datetime) -> Admitted | None:
     candidates = policy.candidates_for(ctx.providers.in_order(), request)
     if not candidates:
         return None
-    slots = Slots(ctx.store, ctx.limits, draft_of(item, now, candidates[0].name), record=ctx.store.admit)
+    slots = Slots(ctx.store, ctx.limits, draft_of(item, now, candidates[0].name), record=ctx.store.queue.admit)
     try:
         recorded = slots.record_pending(candidates, request, ctx.deadline)
     except LeaseStateChanged:
@@ -161,7 +162,7 @@ def provision_admitted(ctx: Context, one: Admitted) -> AcquireOutcome:
 
     def requeue(reason: str) -> bool:
         wait = QueueWait(reason, one.queued.providers, True)
-        return ctx.store.requeue(pending, ctx.clock(), one.slots.held, wait)
+        return ctx.store.queue.requeue(pending, ctx.clock(), one.slots.held, wait)
 
     try:
         return provision(ctx, one.request, one.slots, one.recorded, requeue)

@@ -59,7 +59,7 @@ def _hand_over(ctx: Context, claim: Claim, reason: str) -> Preempted | None:
     (nothing written) when the preemptor does not take it."""
     if claim.preempted_for is None:
         return None
-    item = ctx.store.queued_lease(claim.preempted_for)
+    item = ctx.store.queue.queued_lease(claim.preempted_for)
     now = ctx.clock()
     if item is None or (item.lease.queued_until is not None and item.lease.queued_until <= now):
         return None
@@ -76,7 +76,7 @@ def _hand_over(ctx: Context, claim: Claim, reason: str) -> Preempted | None:
     pending = draft_of(item, now, provider_name)
     handover = Handover(pending, cap.counter, others)
     try:
-        ended = ctx.store.finish_preempted(claim, now, handover, reason)
+        ended = ctx.store.queue.finish_preempted(claim, now, handover, reason)
     except LeaseStateChanged:
         return Preempted(ctx.store.get(claim.lease.lease_id))
     if ended is None:

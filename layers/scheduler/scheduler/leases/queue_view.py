@@ -29,10 +29,10 @@ def waiting(queued: QueuedLease) -> Waiting:
 
 def ordered(ctx: Context, queued: list[QueuedLease] | None = None, running: list[Running] | None = None) -> list[Lease]:
     """Every queued lease in admission order, each with its `queue_position`."""
-    found = list(ctx.store.queued_leases()) if queued is None else queued
+    found = list(ctx.store.queue.queued_leases()) if queued is None else queued
     if not found:
         return []
-    live = list(ctx.store.running_leases()) if running is None else running
+    live = list(ctx.store.queue.running_leases()) if running is None else running
     by_id = {item.lease.lease_id: item.lease for item in found}
     order = admission_order((waiting(item) for item in found), live, ctx.settings.policies)
     return [by_id[lease_id].replace(queue_position=index) for index, lease_id in enumerate(order, start=1)]

@@ -41,7 +41,7 @@ def check_priority(policies: OwnerPolicies, request: LeaseRequest) -> None:
 def yielded(ctx: Context, request: LeaseRequest, candidates: list[Provider]) -> dict[str, str]:
     """The candidates a new lease leaves to the queue: those that queued leases of at least its priority wait for
     (one Query of the queue index, of those leases only; nothing when none waits)."""
-    ahead = ctx.store.queue_ahead(request.priority)
+    ahead = ctx.store.queue.queue_ahead(request.priority)
     return {
         provider.name: f"{ahead[provider.name]} queued lease(s) of priority {request.priority} or higher wait for it"
         for provider in candidates
@@ -73,7 +73,7 @@ def enqueue(
     assert draft.queued_until is not None  # noqa: S101 - a request that may wait has one  # nosec B101
     lease = draft.replace(status=LeaseStatus.QUEUED, queued_at=draft.created_at, expires_at=draft.queued_until)
     wait = wait_of(error, candidates, request)
-    ctx.store.enqueue(lease, wait)
+    ctx.store.queue.enqueue(lease, wait)
     return queued(ctx, lease.replace(queue_reason=wait.reason))
 
 
@@ -83,7 +83,7 @@ def requeuer(ctx: Context, pending: Lease, request: LeaseRequest, candidates: li
 
     def requeue(reason: str) -> bool:
         wait = QueueWait(reason, providers, True, dict(request.env))
-        return ctx.store.requeue(pending, ctx.clock(), slots.held, wait)
+        return ctx.store.queue.requeue(pending, ctx.clock(), slots.held, wait)
 
     return requeue
 

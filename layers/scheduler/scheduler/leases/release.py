@@ -32,7 +32,7 @@ def release_owned(ctx: Context, lease_id: str, owner: str | None) -> Lease:
     try:
         claim = ctx.store.claim_release(lease_id, owner, ctx.clock(), by=ctx.caller.name)
     except LeaseQueued:
-        return ctx.store.cancel_queued(lease_id, owner, ctx.clock(), by=ctx.caller.name)
+        return ctx.store.queue.cancel_queued(lease_id, owner, ctx.clock(), by=ctx.caller.name)
     try:
         return release_claimed(ctx, claim)
     except ProviderRequestFailed as error:

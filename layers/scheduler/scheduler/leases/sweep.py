@@ -219,7 +219,7 @@ def _expire_queued(ctx: Context, due: Lease, now: datetime) -> _Outcome:
     """A queued lease not admitted by its queued_until ends `expired`, saying so (no worker was ever made)."""
     until = format_time(due.queued_until or due.expires_at)
     reason = f"not admitted within queue_seconds (queued until {until}): {due.queue_reason or 'no capacity freed'}"
-    ended = ctx.store.expire_queued(due.lease_id, now, reason, by=ctx.caller.name)
+    ended = ctx.store.queue.expire_queued(due.lease_id, now, reason, by=ctx.caller.name)
     if ended is None:
         return _Outcome(due.lease_id, lost_claim=True)
     logger.info("queued lease expired unadmitted", extra={"lease_id": due.lease_id})

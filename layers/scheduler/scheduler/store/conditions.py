@@ -9,7 +9,7 @@ did not hold is `store/refusals.py`'s, for LeaseStore and the memory store alike
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from scheduler.lifecycle import (
     HOLDING,
@@ -21,11 +21,12 @@ from scheduler.lifecycle import (
     WorkerState,
     Write,
 )
-from scheduler.store.items import NoticeRecord, QueueEntry, number_attr, string_attr
+from scheduler.store.items import number_attr, string_attr
+
+if TYPE_CHECKING:
+    from scheduler.store.queue_records import NoticeRecord, QueueEntry
 
 MAX_FAILURE_REASON_CHARS = 1000
-# What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says.
-QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_wait")
 # What LEAVE_INDEX removes: the live index's keys and what only a live lease holds.
 INDEX_ATTRIBUTES = (
     "live_shard",
@@ -218,34 +219,10 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
     if guard is Guard.CHECK_DUE:
         before = builder.value("checked_before", number_attr(inputs.checked_before))
         return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
-    return _queue_guard(builder, guard, inputs)
+    # The queue's guards render where they are used (renew's NOTICE_LIFE too): a read function never loads them.
+    from scheduler.store.queue_conditions import queue_guard
 
-
-def _queue_guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
-    """The guards of the queue and of preemption."""
-    if guard is Guard.NOTICE_LIFE:
-        # As WORKER_LIFE: without a ttl only a lease without a notice passes (`LeaseStore.renew` then asks again).
-        unnoticed = "attribute_not_exists(preempt_epoch)"
-        if inputs.ttl_seconds is None:
-            return unnoticed
-        expires = builder.value("expires", number_attr(inputs.start + inputs.ttl_seconds))
-        return f"({unnoticed} OR preempt_epoch >= {expires})"
-    if guard is Guard.QUEUE_OPEN:
-        return f"queue_until > {builder.value('now', number_attr(inputs.now))}"
-    if guard is Guard.PREEMPTIBLE:
-        return f"preemptible = {builder.value('true', {'BOOL': True})}"
-    if guard is Guard.LOWER_PRIORITY:
-        return f"priority < {builder.value('priority', number_attr(inputs.priority))}"
-    if guard is Guard.RAN_MIN_RUNTIME:
-        return f"created_epoch <= {builder.value('ran_since', number_attr(inputs.ran_since))}"
-    if guard is Guard.NO_NOTICE:
-        return "attribute_not_exists(preempt_epoch)"
-    if guard is Guard.OUTLIVES_NOTICE:
-        notice = _required(inputs.notice, "notice")
-        return f"expires_epoch > {builder.value('preempt_at', number_attr(notice.preempt_at))}"
-    if guard is Guard.NOTICE_DUE:
-        return f"preempt_epoch <= {builder.value('now', number_attr(inputs.now))}"
-    raise ValueError(f"no rendering for {guard}")
+    return queue_guard(builder, guard, inputs)
 
 
 def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[list[str], list[str]]:
@@ -312,52 +289,15 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
         elif write is Write.LEAVE_INDEX:
             removes += list(INDEX_ATTRIBUTES)
         elif write in _QUEUE_WRITES:
-            _queue_write(builder, write, inputs, sets, removes)
+            from scheduler.store.queue_conditions import queue_write
+
+            queue_write(builder, write, inputs, sets, removes)
         # ENTER_INDEX, CREATED_BY, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
         # and created_by belong to new items, the counters to other items of the same transaction.
     return sets, removes
 
 
-# What a queued lease waits for (`queue_wait`): a provider's room (a lease of lower priority yields to it), or its
-# owner's own quota or budget.
-QUEUE_WAITS = {True: "capacity", False: "owner"}
 _QUEUE_WRITES = frozenset({Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE})
-
-
-def _queue_write(builder: _Builder, write: Write, inputs: Inputs, sets: list[str], removes: list[str]) -> None:
-    """The writes of the queue and of preemption."""
-    if write is Write.ENTER_QUEUE:
-        entry = _required(inputs.queue, "queue")
-        until = builder.value("queued_until", number_attr(entry.until))
-        sets.append(f"queue_shard = {builder.value('queue_shard', string_attr(entry.shard))}")
-        sets.append(f"queue_order = {builder.value('queue_order', number_attr(entry.order))}")
-        sets.append(f"queue_reason = {builder.value('queue_reason', string_attr(entry.reason))}")
-        now = builder.value("now", number_attr(inputs.now))
-        sets.append(f"queued_epoch = if_not_exists(queued_epoch, {now})")
-        sets.append(f"queue_until = {until}")
-        sets.append(f"expires_epoch = {until}")
-        sets.append(f"due_at = {until}")
-        sets.append(f"{builder.name('ttl')} = {builder.value('queue_ttl', number_attr(entry.retain_until))}")
-        sets.append(f"queue_providers = {builder.value('queue_providers', string_attr(','.join(entry.providers)))}")
-        sets.append(f"queue_wait = {builder.value('queue_wait', string_attr(QUEUE_WAITS[entry.capacity]))}")
-        if entry.env is not None:
-            sets.append(f"queue_env = {builder.value('queue_env', string_attr(entry.env))}")
-        removes += ["held_counters", "starting_shard"]
-    elif write is Write.LEAVE_QUEUE:
-        removes += list(QUEUE_ATTRIBUTES)
-    elif write is Write.ADMITTED:
-        now = builder.value("now", number_attr(inputs.now))
-        sets.append(f"admitted_epoch = {now}")
-        sets.append(f"created_epoch = {now}")
-        sets.append(f"provider = {builder.value('provider', string_attr(_required(inputs.provider, 'provider')))}")
-        sets.append(f"starting_shard = {builder.value('shard', string_attr(_required(inputs.shard, 'shard')))}")
-    elif write is Write.NOTICE:
-        notice = _required(inputs.notice, "notice")
-        at = builder.value("preempt_at", number_attr(notice.preempt_at))
-        sets.append(f"preempt_epoch = {at}")
-        sets.append(f"due_at = {at}")
-        sets.append(f"preempted_for = {builder.value('preemptor', string_attr(notice.preemptor))}")
-        sets.append(f"preempt_priority = {builder.value('preempt_priority', number_attr(notice.priority))}")
 
 
 def _extend(builder: _Builder, inputs: Inputs) -> list[str]:

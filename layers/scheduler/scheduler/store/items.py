@@ -4,35 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from scheduler.costs import accrued_usd
 from scheduler.lifecycle import LeaseStatus, Seen, WorkerState
 from scheduler.models import GpuClass, Lease, WorkerKind
 
+if TYPE_CHECKING:  # a function that only reads leases never builds these classes
+    from scheduler.store.queue_records import QueueEntry
+
 Item = dict[str, dict[str, Any]]
 DEFAULT_PRIORITY = 50
-
-
-class QueueEntry(NamedTuple):
-    """What ENTER_QUEUE writes: where the lease sits in the queue and what it waits for."""
-
-    shard: str
-    order: int  # the queue index's sort key (`queue_order`): priority, then age
-    until: int  # queued_until (epoch seconds): its expires_at and due_at while it waits
-    retain_until: int  # its TTL while it waits (past queued_until: the sweep ends it first)
-    reason: str  # what it waits for, as a caller is told
-    providers: tuple[str, ...]  # the providers that could serve it, in policy order: the capacity it waits for
-    capacity: bool  # it waits for a provider's room (else for its owner's quota or budget)
-    env: str | None = None  # the worker environment (JSON) it is provisioned with once admitted
-
-
-class NoticeRecord(NamedTuple):
-    """What NOTICE writes: when the lease is preempted, and for which queued lease."""
-
-    preempt_at: int  # epoch seconds
-    preemptor: str  # the queued lease's id
-    priority: int  # the preemptor's priority (the preempted lease's reason says it)
 
 
 def epoch(value: datetime) -> int:
@@ -200,7 +182,9 @@ def queue_attributes(entry: QueueEntry, now: int) -> Item:
         "ttl": number_attr(entry.retain_until),
     }
     attributes["queue_providers"] = string_attr(",".join(entry.providers))
-    attributes["queue_wait"] = string_attr("capacity" if entry.capacity else "owner")
+    from scheduler.store.queue_records import QUEUE_WAITS
+
+    attributes["queue_wait"] = string_attr(QUEUE_WAITS[entry.capacity])
     if entry.env is not None:
         attributes["queue_env"] = string_attr(entry.env)
     return attributes

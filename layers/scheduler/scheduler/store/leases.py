@@ -16,6 +16,7 @@ import math
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from scheduler import budgets, lifecycle
@@ -29,7 +30,6 @@ from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item, number_attr, string_attr
 from scheduler.store.prices import PriceBook
-from scheduler.store.queue import LeaseQueue
 from scheduler.store.refusals import refusal_error
 from scheduler.store.renewals import LeaseRenewals
 from scheduler.store.retries import Backoff
@@ -38,9 +38,10 @@ from scheduler.store.usage import UsageBook
 if TYPE_CHECKING:
     from scheduler.budgets import Reweighing
     from scheduler.providers.base import ProvisionedWorker
+    from scheduler.store.queue import LeaseQueue
 
 
-class LeaseStore(LeaseQueue, LeaseRenewals, CounterBook, UsageBook, PriceBook):
+class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
     """Leases in DynamoDB, changed only through the transitions of `scheduler.lifecycle`."""
 
     def __init__(
@@ -59,6 +60,22 @@ class LeaseStore(LeaseQueue, LeaseRenewals, CounterBook, UsageBook, PriceBook):
         self.usage_table = usage_table
         self._retention = retention_seconds
         self._claim_seconds = release_claim_seconds
+
+    @cached_property
+    def queue(self) -> LeaseQueue:
+        """The queue's transitions and reads on the same table and client, loaded when first used: a function that
+        only reads leases never loads the queue's code."""
+        from scheduler.store.queue import LeaseQueue
+
+        return LeaseQueue(
+            self.table_name,
+            self.client,
+            shards=self._shards,
+            retention_seconds=self._retention,
+            counters_table=self.counters_table,
+            retry=self._retry,
+            usage_table=self.usage_table,
+        )
 
     # --- acquire -------------------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from scheduler.store.api_budget import QuotaWindow, Reserve
     from scheduler.store.claims import Claim
     from scheduler.store.counters import CounterState, Limit
-    from scheduler.store.items import Item, NoticeRecord
+    from scheduler.store.items import Item
     from scheduler.store.queue_model import Handover, QueuedLease, QueueWait
+    from scheduler.store.queue_records import NoticeRecord
     from scheduler.store.usage import UsageRow
 
 
@@ -114,6 +115,9 @@ class LeaseWritesPort(Protocol):
     def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Put back a live lease TTL deleted (its stream image), claimed for release as `expired`; None if back."""
 
+    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """The sweep's claim on a lease whose preemption notice ran out (outcome `preempted`); None if taken."""
+
     def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
         """Record the claim's outcome once the worker is gone, ended by its claimant; LeaseStateChanged if the
         claim was taken over."""
@@ -162,9 +166,6 @@ class LeaseQueuePort(Protocol):
 
     def notice(self, lease_id: str, now: datetime, record: NoticeRecord, ran_since: int) -> Lease | None:
         """Give an active, preemptible lease of lower priority its preemption notice; None if it may not get one."""
-
-    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
-        """The sweep's claim on a lease whose notice ran out (outcome `preempted`); None if another has it."""
 
     def finish_preempted(
         self, claim: Claim, now: datetime, handover: Handover, reason: str | None = None
@@ -226,16 +227,24 @@ class ApiBudgetPort(Protocol):
         """Correct the budget from what the provider reported."""
 
 
-class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, LeaseQueuePort, CountersPort, UsagePort, Protocol):
+class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
     """Everything the use cases ask of the lease store."""
+
+    @property
+    def queue(self) -> LeaseQueuePort:
+        """The queue's part (LeaseStore loads it when first used)."""
 
 
 if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for (nothing runs here)
     from scheduler.store.api_budget import ApiBudget
     from scheduler.store.leases import LeaseStore
     from scheduler.store.memory import MemoryApiBudget, MemoryLeaseStore
+    from scheduler.store.queue import LeaseQueue
 
     def _both_conform(
         dynamodb: LeaseStore, memory: MemoryLeaseStore, budget: ApiBudget, memory_budget: MemoryApiBudget
     ) -> tuple[LeaseStorePort, LeaseStorePort, ApiBudgetPort, ApiBudgetPort]:
         return dynamodb, memory, budget, memory_budget
+
+    def _queues_conform(dynamodb: LeaseQueue, memory: MemoryLeaseStore) -> tuple[LeaseQueuePort, LeaseQueuePort]:
+        return dynamodb, memory

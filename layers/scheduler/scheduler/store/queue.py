@@ -38,16 +38,30 @@ from scheduler.store.usage import UsageBook
 
 if TYPE_CHECKING:
     from scheduler.fairness import Running
-    from scheduler.store.items import NoticeRecord
     from scheduler.store.queue_model import Handover, QueuedLease, QueueWait
+    from scheduler.store.queue_records import NoticeRecord
+    from scheduler.store.retries import Backoff
 
 QUEUE_INDEX = "queued-by-order"
 
 
 class LeaseQueue(LeaseReads, UsageBook):
-    """The queue's transitions and reads on the leases table (LeaseStore's retention and claim window)."""
+    """The queue's transitions and reads on the leases table (`LeaseStore.queue`: its table, client and settings)."""
 
-    _retention: int
+    def __init__(
+        self,
+        table_name: str,
+        client: Any,
+        *,
+        shards: int = 1,
+        retention_seconds: int = 7 * 24 * 3600,
+        counters_table: str | None = None,
+        retry: Backoff | None = None,
+        usage_table: str | None = None,
+    ) -> None:
+        super().__init__(table_name, client, shards=shards, counters_table=counters_table, retry=retry)
+        self.usage_table = usage_table
+        self._retention = retention_seconds
 
     def enqueue(self, lease: Lease, wait: QueueWait) -> None:
         """Record a new lease `queued` (no counter, no worker); LeaseStateChanged if its id is taken."""
@@ -204,6 +218,7 @@ class LeaseQueue(LeaseReads, UsageBook):
     def queue_ahead(self, priority: int) -> dict[str, int]:
         """How many queued leases of at least `priority` wait for each provider's room."""
         from scheduler.store.queue_model import queue_order
+        from scheduler.store.queue_records import QUEUE_WAITS
 
         bound = number_attr(queue_order(priority - 1, 0))
         found: dict[str, int] = {}
@@ -211,7 +226,7 @@ class LeaseQueue(LeaseReads, UsageBook):
             values = {
                 ":shard": string_attr(str(shard)),
                 ":bound": bound,
-                ":wait": string_attr(conditions.QUEUE_WAITS[True]),
+                ":wait": string_attr(QUEUE_WAITS[True]),
             }
             items = self._queue_items(
                 "queue_shard = :shard AND queue_order < :bound", values, "queue_wait = :wait", "queue_providers"

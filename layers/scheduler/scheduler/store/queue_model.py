@@ -16,11 +16,11 @@ from scheduler.costs import accrued_usd
 from scheduler.fairness import Running
 from scheduler.models import Lease
 from scheduler.owner_policies import MAX_PRIORITY
-from scheduler.store import conditions
 from scheduler.store.claims import Claim
 from scheduler.store.conditions import Inputs
 from scheduler.store.counters import Limit
-from scheduler.store.items import DEFAULT_PRIORITY, Item, QueueEntry, epoch, lease_from_item
+from scheduler.store.items import DEFAULT_PRIORITY, Item, epoch, lease_from_item
+from scheduler.store.queue_records import QUEUE_WAITS, QueueEntry
 
 QUEUE_INDEX = "queued-by-order"
 PRIORITY_SPAN = 10**10  # epoch seconds stay below it until the year 2286
@@ -116,7 +116,7 @@ def queued_of(item: Item) -> QueuedLease:
         lease_from_item(item),
         json.loads(env) if env else {},
         tuple(name for name in providers.split(",") if name),
-        item.get("queue_wait", {}).get("S") == conditions.QUEUE_WAITS[True],
+        item.get("queue_wait", {}).get("S") == QUEUE_WAITS[True],
         int(item.get("queued_epoch", item["created_epoch"])["N"]),
     )
 

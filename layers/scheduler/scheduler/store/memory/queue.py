@@ -16,9 +16,9 @@ from scheduler.fairness import Running
 from scheduler.lifecycle import HOLDING, LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store.claims import Claim, LeaseStateChanged
-from scheduler.store.conditions import QUEUE_WAITS, Inputs
+from scheduler.store.conditions import Inputs
 from scheduler.store.counters import Limit, parse_held
-from scheduler.store.items import Item, NoticeRecord, epoch, lease_from_item, queued_item
+from scheduler.store.items import Item, epoch, lease_from_item, queued_item
 from scheduler.store.memory.rules import applied, holds, number, status_of, text
 from scheduler.store.memory.steps import Lost, MemorySteps
 from scheduler.store.memory.tables import Change
@@ -35,6 +35,7 @@ from scheduler.store.queue_model import (
     queued_of,
     running_lease,
 )
+from scheduler.store.queue_records import QUEUE_WAITS, NoticeRecord
 from scheduler.store.refusals import refusal_error
 
 

@@ -20,8 +20,9 @@ from scheduler.lifecycle import (
     WorkerState,
     Write,
 )
-from scheduler.store.conditions import INDEX_ATTRIBUTES, QUEUE_ATTRIBUTES, Inputs, reason_text
+from scheduler.store.conditions import INDEX_ATTRIBUTES, Inputs, reason_text
 from scheduler.store.items import Item, number_attr, queue_attributes, string_attr
+from scheduler.store.queue_records import QUEUE_ATTRIBUTES
 
 _T = TypeVar("_T")
 

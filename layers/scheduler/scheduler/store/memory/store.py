@@ -51,6 +51,11 @@ class MemoryLeaseStore(MemoryQueue):
     refused with RuntimeError, no prices seen, no usage kept).
     """
 
+    @property
+    def queue(self) -> MemoryLeaseStore:
+        """The queue's transitions and reads: this store's own (LeaseStore keeps them apart, to load them late)."""
+        return self
+
     def create_pending(self, lease: Lease, limits: Sequence[Limit] = ()) -> Limit | None:
         """Record the lease `pending` with a slot of each limit; the full limit instead (nothing written)."""
         item = new_item(lease, self._shard_of(lease.lease_id))
