@@ -45,15 +45,15 @@ class Clock:
 
 
 class Scheduler:
-    """One memory store, one in-memory provider capped at `cap`, the use cases on them."""
+    """One memory store, one in-memory provider capped at `cap` (None: no cap), the use cases on them."""
 
-    def __init__(self, cap: int = 2, per_owner: int | None = None, **settings: Any) -> None:
+    def __init__(self, cap: int | None = 2, per_owner: int | None = None, **settings: Any) -> None:
         self.store: MemoryLeaseStore = memory_store(counters=True)
         self.provider: MemoryProvider = memory_provider()
         self.clock = Clock()
         settings.setdefault("min_runtime_seconds", 300)
         settings.setdefault("preemption_notice_seconds", 120)
-        limits = LeaseLimits(provider_caps={"local-docker": cap}, per_owner=per_owner)
+        limits = LeaseLimits(provider_caps={} if cap is None else {"local-docker": cap}, per_owner=per_owner)
         self.ctx: Context = context(self.store, registry_of(self.provider), limits=limits, clock=self.clock, **settings)
 
     def acquire(self, **fields: Any) -> Any:
@@ -143,6 +143,14 @@ def test_a_new_acquire_yields_to_queued_leases_of_at_least_its_priority() -> Non
 
 
 # --- admission ---------------------------------------------------------------------------------------------
+
+
+def test_without_a_cap_a_queued_lease_the_provider_could_not_serve_blocks_no_new_acquire() -> None:
+    scheduler = Scheduler(cap=None)
+    scheduler.provider.full = True
+    scheduler.queued(priority=50)
+    scheduler.provider.full = False  # room for a lease the queued one is not (a GPU the host lacks, say)
+    assert isinstance(scheduler.acquire(priority=50), Acquired)
 
 
 def test_a_released_slot_admits_the_queued_lease_which_runs_from_its_admission() -> None:

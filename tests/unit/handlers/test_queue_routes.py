@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.owner_policies import OwnerPolicies
+from scheduler.providers.memory import MemoryProvider
 from scheduler.runtime import Runtime
 from scheduler.store.items import epoch
 from scheduler.store.port import LeaseStorePort
@@ -61,6 +62,16 @@ def test_a_queued_lease_is_cancelled_by_its_delete(function: Callable[..., Funct
     read = function("get_lease", capped).http(event("get_lease", lease_id))[1]["lease"]
     assert deleted["statusCode"] == 204
     assert (read["status"], read["provider_token"], read["ended_by"]) == ("released", None, "shared-secret")
+
+
+def test_without_a_cap_a_queued_lease_blocks_no_acquire_the_provider_can_serve(
+    function: Callable[..., Function], runtime: Runtime, provider: MemoryProvider
+) -> None:
+    provider.full = True
+    assert acquire(function, runtime, owner_id="a", queue_seconds=600)[0] == 202
+    provider.full = False  # room for this lease, if not for the queued one (a GPU the host lacks, say)
+    status, body = acquire(function, runtime, owner_id="b")
+    assert (status, body["lease"]["status"]) == (201, "active")
 
 
 def test_a_priority_above_the_owners_limit_is_403_naming_it(

@@ -39,12 +39,17 @@ def check_priority(policies: OwnerPolicies, request: LeaseRequest) -> None:
 
 
 def yielded(ctx: Context, request: LeaseRequest, candidates: list[Provider]) -> dict[str, str]:
-    """The candidates a new lease leaves to the queue: those that queued leases of at least its priority wait for
-    (one Query of the queue index, of those leases only; nothing when none waits)."""
+    """The capped candidates a new lease leaves to the queue: those that queued leases of at least its priority wait
+    for (one Query of the queue index, of those leases only). Only a cap's slot is the queue's first: where no cap
+    counts a provider's room, the provider is asked for each lease alike (as admission treats it: room for all), so
+    a queued lease it cannot serve (a GPU its host lacks) blocks nobody, and an acquire without caps reads nothing."""
+    capped = [provider for provider in candidates if provider.name in ctx.limits.provider_caps]
+    if not capped:
+        return {}
     ahead = ctx.store.queue.queue_ahead(request.priority)
     return {
         provider.name: f"{ahead[provider.name]} queued lease(s) of priority {request.priority} or higher wait for it"
-        for provider in candidates
+        for provider in capped
         if ahead.get(provider.name)
     }
 
