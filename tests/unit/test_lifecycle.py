@@ -184,6 +184,7 @@ FULL = Inputs(
     queue=QueueEntry("0", 50 * 10**10 + NOW, NOW + 600, NOW + 700, "every provider is at its lease cap", ("p",), True),
     shard="0",
     provider="local-docker",
+    admission_id="a-1",
     notice=NoticeRecord(NOW + 120, "b8c1d2e3-0000-4000-8000-000000000001", 80),
     priority=80,
     ran_since=NOW - 300,

@@ -16,6 +16,7 @@ from scheduler.store.queue_records import QUEUE_ATTRIBUTES, NoticeRecord, QueueE
 
 NOW = 1_796_011_200
 PREEMPTOR = "b8c1d2e3-0000-4000-8000-000000000001"
+ADMITTING = Inputs(now=NOW, start=NOW, ttl_seconds=600, shard="0", provider="p", admission_id="a-1")
 ENTRY = QueueEntry("0", 50 * 10**10 + NOW, NOW + 600, NOW + 700, "every provider is at its lease cap", ("p",), True)
 NOTICE = NoticeRecord(NOW + 120, PREEMPTOR, 80)
 
@@ -69,7 +70,7 @@ def test_the_sweeps_expiry_claim_never_takes_a_queued_lease() -> None:
 
 def test_only_a_queued_lease_before_its_queued_until_is_admitted() -> None:
     assert lifecycle.ADMIT.source == frozenset({LeaseStatus.QUEUED}) and lifecycle.ADMIT.target is LeaseStatus.PENDING
-    rendered = conditions.render(lifecycle.ADMIT, Inputs(now=NOW, start=NOW, ttl_seconds=600, shard="0", provider="p"))
+    rendered = conditions.render(lifecycle.ADMIT, ADMITTING)
     assert rendered.condition == "#status = :status_queued AND expires_epoch > :now"
 
 
@@ -79,22 +80,23 @@ def test_admission_takes_the_slots_in_its_own_transaction_as_a_new_lease_does() 
 
 
 def test_an_admitted_lease_bills_and_counts_its_deadlines_from_its_admission() -> None:
-    inputs = Inputs(now=NOW, start=NOW, ttl_seconds=600, held=("provider#p",), shard="0", provider="p")
+    inputs = ADMITTING._replace(held=("provider#p",))
     update = conditions.render(lifecycle.ADMIT, inputs).update
     assert "created_epoch = :now" in update and "admitted_epoch = :now" in update
     assert "expires_epoch = :expires" in update and "starting_shard = :shard" in update
+    assert "admission_id = :admission_id" in update  # whose admission it was: a resent one knows its own
     assert all(name in update.split("REMOVE", 1)[1] for name in QUEUE_ATTRIBUTES)
 
 
 def test_a_lease_admitted_once_cannot_be_admitted_again() -> None:
-    inputs = Inputs(now=NOW, start=NOW, ttl_seconds=600, shard="0", provider="p")
+    inputs = ADMITTING
     queued: Item = {"status": string_attr("queued"), "expires_epoch": number_attr(NOW + 60)}
     admitted = applied(lifecycle.ADMIT, inputs, queued)
     assert holds(lifecycle.ADMIT, inputs, queued) and not holds(lifecycle.ADMIT, inputs, admitted)
 
 
 def test_a_lease_past_its_queued_until_is_not_admitted() -> None:
-    inputs = Inputs(now=NOW, start=NOW, ttl_seconds=600, shard="0", provider="p")
+    inputs = ADMITTING
     assert not holds(lifecycle.ADMIT, inputs, {"status": string_attr("queued"), "expires_epoch": number_attr(NOW)})
 
 

@@ -146,6 +146,13 @@ def test_a_lease_is_admitted_once(store: LeaseStorePort) -> None:
         store.queue.admit(admitted(lease, at=SOON + timedelta(seconds=1)))
 
 
+def test_another_admission_in_the_same_second_is_not_taken_for_ours(store: LeaseStorePort) -> None:
+    lease = queued(store)
+    store.queue.admit(admitted(lease))
+    with pytest.raises(LeaseStateChanged):  # the same times, another admitter: it must not provision the lease too
+        store.queue.admit(admitted(lease))
+
+
 def test_a_lease_past_its_queued_until_is_not_admitted(store: LeaseStorePort) -> None:
     lease = queued(store)
     with pytest.raises(LeaseStateChanged):
@@ -258,6 +265,38 @@ def test_a_lease_is_noticed_once_and_only_when_it_may_be(store: LeaseStorePort, 
     assert store.queue.notice(kept.lease_id, NOW, record, epoch(NOW) + 300) is None
 
 
+def running_preemptible(store: LeaseStorePort, *, priority: int = 10, preemptible: bool = True) -> Lease:
+    """An active lease made an hour ago (for two more), of `priority`."""
+    lease = new_lease(created_at=NOW - timedelta(hours=1), ttl_seconds=3 * 3600).replace(
+        priority=priority, preemptible=preemptible
+    )
+    store.create_pending(lease)
+    store.activate(lease.lease_id, lease.provider, worker_for(lease))
+    return lease
+
+
+NOTICE = NoticeRecord(epoch(NOW) + 120, "p", 80)
+RAN_LONG_ENOUGH = epoch(NOW) - 300  # MIN_RUNTIME_SECONDS 300: made at or before this
+
+
+def test_a_lease_younger_than_the_minimum_runtime_is_not_noticed(store: LeaseStorePort) -> None:
+    lease = running_preemptible(store)  # made an hour ago
+    assert store.queue.notice(lease.lease_id, NOW, NOTICE, epoch(NOW) - 3601) is None
+    assert store.queue.notice(lease.lease_id, NOW, NOTICE, epoch(NOW) - 3600) is not None
+
+
+def test_a_lease_of_the_preemptors_priority_is_not_noticed(store: LeaseStorePort) -> None:
+    lease = running_preemptible(store, priority=80)
+    assert store.queue.notice(lease.lease_id, NOW, NOTICE, RAN_LONG_ENOUGH) is None
+    assert store.queue.notice(lease.lease_id, NOW, NOTICE._replace(priority=81), RAN_LONG_ENOUGH) is not None
+
+
+def test_a_non_preemptible_lease_is_never_noticed(store: LeaseStorePort) -> None:
+    lease = running_preemptible(store, priority=0, preemptible=False)
+    assert store.queue.notice(lease.lease_id, NOW, NOTICE._replace(priority=100), epoch(NOW)) is None
+    assert store.get(lease.lease_id).preempt_at is None
+
+
 def test_a_renewal_past_the_notice_is_refused_naming_it(store: LeaseStorePort, leases: Leases) -> None:
     lease = noticed(store, leases)
     with pytest.raises(Preempting) as refused:
@@ -327,6 +366,29 @@ def test_a_preempted_leases_slot_is_not_handed_to_a_preemptor_that_no_longer_wai
     assert limited_store.get(victim.lease_id).status == "releasing"  # nothing written: finished as any other
     assert limited_store.finish_release(claim, at).status == "preempted"
     assert limited_store.counters([cap.counter]) == {cap.counter: 0}
+
+
+def test_admitters_running_at_once_admit_each_queued_lease_once(store: LeaseStorePort) -> None:
+    # No cap (dynalite has no transactions): the race is the admission's own condition, one conditional write.
+    provider = memory_provider()
+    ctx = context(store, registry_of(provider), clock=lambda: SOON)
+    waiting = [queued(store, at=n, owner_id=f"o{n}") for n in range(6)]
+    start = threading.Barrier(6)
+    admitted: list[str] = []
+
+    def admitter() -> None:
+        start.wait()
+        admitted.extend(lease.lease_id for lease in serve_queue(ctx).admitted)
+
+    threads = [threading.Thread(target=admitter) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(admitted) == sorted(lease.lease_id for lease in waiting)
+    assert sorted(lease_id for lease_id, _ in provider.provisioned) == sorted(admitted)
+    assert {str(store.get(lease.lease_id).status) for lease in waiting} == {"active"}
 
 
 @pytest.mark.moto_only("an admission with limits is a transaction, which dynalite lacks")

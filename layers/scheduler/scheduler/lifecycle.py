@@ -135,7 +135,8 @@ class Write(Enum):
     LEAVE_QUEUE = "the queue index keys, queue_reason and queue_providers removed"
     ADMITTED = (
         "admitted_epoch and created_epoch = now (a lease bills, and its boot and pending deadlines count, from its"
-        " admission), provider (whose slot it holds), starting_shard (the starting index)"
+        " admission), provider (whose slot it holds), starting_shard (the starting index), admission_id (this"
+        " admission's own: a resent write that lost knows it had landed, and another admitter's is not taken for it)"
     )
     NOTICE = "preempt_epoch, preempted_for (the preemptor's id) and preempt_priority; due_at moves to preempt_at"
 

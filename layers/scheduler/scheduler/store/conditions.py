@@ -79,6 +79,7 @@ class Inputs(NamedTuple):
     queue: QueueEntry | None = None  # ENTER_QUEUE
     shard: str | None = None  # ADMITTED: the starting index's shard
     provider: str | None = None  # ADMITTED: the provider whose slot the lease holds
+    admission_id: str | None = None  # ADMITTED: this admission's own id
     notice: NoticeRecord | None = None  # NOTICE, OUTLIVES_NOTICE
     priority: int = 0  # LOWER_PRIORITY: the preemptor's priority
     ran_since: int = 0  # RAN_MIN_RUNTIME: a lease made (or admitted) at or before this has run long enough

@@ -89,8 +89,8 @@ class LeaseQueue(LeaseReads, UsageBook):
         from scheduler.store.queue_model import admit_inputs
 
         held = tuple(sorted({limit.held for limit in limits}))
-        rendered = render(lifecycle.ADMIT, admit_inputs(lease, held, self._shard_of(lease.lease_id)))
-        update = {**self._key(lease.lease_id), **rendered.request()}
+        inputs = admit_inputs(lease, held, self._shard_of(lease.lease_id))
+        update = {**self._key(lease.lease_id), **render(lifecycle.ADMIT, inputs).request()}
         try:
             if not limits:
                 self._call("UpdateItem", **update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
@@ -98,10 +98,10 @@ class LeaseQueue(LeaseReads, UsageBook):
             full = self._transact([{"Update": update}, *(counters.take(self._counters(), limit) for limit in limits)])
         except self._errors.ConditionalCheckFailedException as lost:
             old = self._lost_item(lost, lease.lease_id) if not limits else {}
-            if old.get("status", {}).get("S") == LeaseStatus.PENDING and old.get("admitted_epoch") == number_attr(
-                epoch(lease.created_at)
+            if old.get("status", {}).get("S") == LeaseStatus.PENDING and old.get("admission_id") == string_attr(
+                str(inputs.admission_id)
             ):
-                return None  # a resent admission of ours, which had landed
+                return None  # a resent admission of ours, which had landed (not another admitter's)
             raise LeaseStateChanged(lease.lease_id) from lost
         return None if full is None else limits[full]
 

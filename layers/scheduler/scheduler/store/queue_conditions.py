@@ -41,6 +41,8 @@ class Inputs(Protocol):
     @property
     def provider(self) -> str | None: ...
     @property
+    def admission_id(self) -> str | None: ...
+    @property
     def notice(self) -> NoticeRecord | None: ...
     @property
     def priority(self) -> int: ...
@@ -102,6 +104,8 @@ def queue_write(builder: Builder, write: Write, inputs: Inputs, sets: list[str],
         sets.append(f"created_epoch = {now}")
         sets.append(f"provider = {builder.value('provider', string_attr(_required(inputs.provider, 'provider')))}")
         sets.append(f"starting_shard = {builder.value('shard', string_attr(_required(inputs.shard, 'shard')))}")
+        admission = string_attr(_required(inputs.admission_id, "admission_id"))
+        sets.append(f"admission_id = {builder.value('admission_id', admission)}")
     elif write is Write.NOTICE:
         notice = _required(inputs.notice, "notice")
         at = builder.value("preempt_at", number_attr(notice.preempt_at))

@@ -7,6 +7,7 @@ store (`store/memory/queue.py`).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -81,7 +82,9 @@ def queue_entry(lease: Lease, wait: QueueWait, shard: str, retention_seconds: in
 
 
 def admit_inputs(lease: Lease, held: tuple[str, ...], shard: str) -> Inputs:
-    """ADMIT's inputs for `lease` as admitted (created now, expiring ttl later, on `provider`, holding `held`)."""
+    """ADMIT's inputs for `lease` as admitted (created now, expiring ttl later, on `provider`, holding `held`), with
+    an id of this admission's own: two admitters in the same second write the same times, so only the id tells a
+    resent write of ours that had landed from another admitter's admission (which must not be provisioned twice)."""
     created = epoch(lease.created_at)
     return Inputs(
         now=created,
@@ -90,6 +93,7 @@ def admit_inputs(lease: Lease, held: tuple[str, ...], shard: str) -> Inputs:
         held=held,
         provider=lease.provider,
         shard=shard,
+        admission_id=uuid.uuid4().hex,
     )
 
 

@@ -59,8 +59,8 @@ class MemoryQueue(MemorySteps):
         try:
             done = self._transact(lifecycle.ADMIT, lease.lease_id, inputs, [Change.take(limit) for limit in limits])
         except Lost as lost:
-            landed = status_of(lost.item) is LeaseStatus.PENDING and number(lost.item, "admitted_epoch") == inputs.now
-            if not limits and landed:
+            ours = text(lost.item, "admission_id") == inputs.admission_id
+            if not limits and status_of(lost.item) is LeaseStatus.PENDING and ours:
                 return None  # as LeaseStore takes its own resent admission
             raise LeaseStateChanged(lease.lease_id) from None
         return limits[done] if isinstance(done, int) else None

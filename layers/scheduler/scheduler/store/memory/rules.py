@@ -149,6 +149,7 @@ def _queue_write(write: Write, inputs: Inputs, item: Item, new: Item) -> None:
         new["created_epoch"] = number_attr(inputs.now)
         new["provider"] = string_attr(_required(inputs.provider, "provider"))
         new["starting_shard"] = string_attr(_required(inputs.shard, "shard"))
+        new["admission_id"] = string_attr(_required(inputs.admission_id, "admission_id"))
     elif write is Write.NOTICE:
         notice = _required(inputs.notice, "notice")
         new["preempt_epoch"] = number_attr(notice.preempt_at)
