@@ -19,7 +19,7 @@ from scheduler.store.port import LeaseStorePort
 from scheduler.store.queue_records import NoticeRecord
 from tests.support.metrics import RecordedMetrics
 
-from ..builders import NOW, Leases, new_lease, worker_for
+from ..builders import NOW, Leases, memory_provider, new_lease, worker_for
 from .as_callers import ANIM, AUDIT, LIVE, OPS, Api, with_principals
 from .conftest import Function, event, runtime_of, with_header
 
@@ -62,6 +62,30 @@ def test_a_queued_lease_is_cancelled_by_its_delete(function: Callable[..., Funct
     read = function("get_lease", capped).http(event("get_lease", lease_id))[1]["lease"]
     assert deleted["statusCode"] == 204
     assert (read["status"], read["provider_token"], read["ended_by"]) == ("released", None, "shared-secret")
+
+
+@pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
+def test_an_acquire_over_the_daily_spend_limit_is_429_even_when_it_may_wait(
+    function: Callable[..., Function], budget_store: LeaseStorePort
+) -> None:
+    # 0.6 USD/h for an hour (and the release lag) reserves about 0.62 of the day's 1.0: a second does not fit today.
+    runtime = runtime_of(budget_store, memory_provider(cost_per_hour=0.6), max_spend_per_owner_per_day=1.0)
+    assert acquire(function, runtime, owner_id="anim", ttl_seconds=3600)[0] == 201
+    status, body = acquire(function, runtime, owner_id="anim", ttl_seconds=3600, queue_seconds=600)
+    assert (status, body["error"]["code"]) == (429, "budget_exceeded")
+    assert body["error"]["details"]["budget"] == "MAX_SPEND_PER_OWNER_PER_DAY"
+    assert queue_of(function, runtime)[1]["queue"] == []
+
+
+@pytest.mark.moto_only("owner budgets use TransactWriteItems, which dynalite lacks")
+def test_an_acquire_over_the_hourly_budget_that_may_wait_is_queued_for_it(
+    function: Callable[..., Function], budget_store: LeaseStorePort
+) -> None:
+    runtime = runtime_of(budget_store, memory_provider(cost_per_hour=0.6), max_cost_per_hour_per_owner=1.0)
+    assert acquire(function, runtime, owner_id="anim")[0] == 201
+    status, body = acquire(function, runtime, owner_id="anim", queue_seconds=600)
+    assert (status, body["lease"]["status"]) == (202, "queued")
+    assert "MAX_COST_PER_HOUR_PER_OWNER" in body["lease"]["queue_reason"]
 
 
 def test_without_a_cap_a_queued_lease_blocks_no_acquire_the_provider_can_serve(
@@ -159,6 +183,26 @@ def test_a_service_sees_its_own_queued_leases_with_their_places_in_the_whole_que
     assert len(api.http(AUDIT, "queue", event("queue"))[1]["queue"]) == 3
     status, refused = api.http(ANIM, "queue", event("queue", queryStringParameters={"owner_id": "live-control"}))
     assert status == 403 and refused["error"]["code"] == "forbidden"
+
+
+def test_in_secret_mode_the_queue_is_everyones_or_the_named_owners(
+    function: Callable[..., Function], store: LeaseStorePort, runtime: Runtime, leases: Leases
+) -> None:
+    made = fill(leases, store)
+    assert len(queue_of(function, runtime)[1]["queue"]) == 3
+    named = queue_of(function, runtime, owner_id="live-control")[1]["queue"]
+    assert [(lease["lease_id"], lease["queue_position"]) for lease in named] == [(made["live-control"], 2)]
+
+
+def test_in_secret_mode_a_queued_lease_is_cancelled_only_with_its_owners_x_lease_owner(
+    function: Callable[..., Function], store: LeaseStorePort, runtime: Runtime, leases: Leases
+) -> None:
+    queued = fill(leases, store)["live-control"]
+    release = function("release_lease")
+    status, body = release.http(with_header(event("release_lease", queued), "x-lease-owner", "anim-batch"))
+    assert (status, body["error"]["code"], store.get(queued).status) == (403, "forbidden", "queued")
+    assert release(with_header(event("release_lease", queued), "x-lease-owner", "live-control"))["statusCode"] == 204
+    assert store.get(queued).status == "released"
 
 
 def test_a_bad_queue_query_is_400_naming_it(function: Callable[..., Function], runtime: Runtime) -> None:
