@@ -5,6 +5,7 @@ Idempotency-Key of a queued acquire."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -52,6 +53,17 @@ def test_an_acquire_that_may_wait_is_answered_202_queued_with_its_position(
     )
     assert lease["queued_until"] == "2026-11-30T04:10:00Z" and "at its lease cap" in lease["queue_reason"]
     assert "LeaseQueued" in metrics.names()
+
+
+def test_an_acquire_no_provider_has_room_for_that_may_wait_is_answered_202_queued(
+    function: Callable[..., Function], runtime: Runtime, provider: MemoryProvider
+) -> None:
+    provider.full = True
+    status, body = acquire(function, runtime, owner_id="b", queue_seconds=600, priority=70, preemptible=True)
+    lease = body["lease"]
+    assert (status, lease["status"], lease["queue_position"], lease["provider_token"]) == (202, "queued", 1, None)
+    assert (lease["priority"], lease["preemptible"], lease["queued_until"]) == (70, True, "2026-11-30T04:10:00Z")
+    assert "no provider had room" in lease["queue_reason"] and provider.workers == {}
 
 
 @pytest.mark.moto_only("a cap is taken in a transaction, which dynalite lacks")
@@ -240,6 +252,20 @@ def test_the_stream_serves_the_queue_after_a_lease_gave_its_slot_back(
     read = function("get_lease", capped).http(event("get_lease", waiting["lease_id"]))[1]["lease"]
     assert read["status"] == "active" and read["admitted_at"] is not None
     assert {"QueueDepth", "Admitted", "TimeInQueue"} <= set(metrics.names())
+
+
+def test_the_stream_serves_a_queue_that_waits_for_a_providers_own_room(
+    function: Callable[..., Function], runtime: Runtime, provider: MemoryProvider
+) -> None:
+    provider.full = True
+    waiting = acquire(function, runtime, owner_id="b", queue_seconds=600)[1]["lease"]
+    provider.full = False
+
+    answer = function("ttl_stream")({"Records": [end_record(str(uuid.uuid4()))]})
+
+    read = function("get_lease").http(event("get_lease", waiting["lease_id"]))[1]["lease"]
+    assert answer == {"batchItemFailures": []}
+    assert (read["status"], read["admitted_at"], len(provider.workers)) == ("active", "2026-11-30T04:00:00Z", 1)
 
 
 @pytest.mark.moto_only("a cap is taken in a transaction, which dynalite lacks")
