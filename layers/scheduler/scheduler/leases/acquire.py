@@ -50,7 +50,7 @@ def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) ->
     then leaves the lease `pending` for the reconciler.
     """
     request = owned_request(ctx.caller, request)
-    queueing.check_priority(ctx.settings.policies, request)
+    queueing.check_priority(ctx.settings.owner_policies, request)
     deadline = ctx.deadline
     candidates = policy.candidates_for(ctx.providers.in_order(), request)
     if not candidates:

@@ -15,18 +15,21 @@ from scheduler.errors import BudgetExceeded, Forbidden, NoCapacity, QuotaExceede
 from scheduler.leases.outcomes import Queued
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
-from scheduler.store.queue_model import QueueWait
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the queue's records load when an acquire queues: one served at once never loads them
     from scheduler.leases.context import Context
     from scheduler.leases.provisioning import Requeue, Slots
     from scheduler.owner_policies import OwnerPolicies
     from scheduler.providers.base import Provider
     from scheduler.request_models import LeaseRequest
+    from scheduler.store.queue_model import QueueWait
 
 
-def check_priority(policies: OwnerPolicies, request: LeaseRequest) -> None:
-    """Forbidden when the request's priority is above its owner's `max_priority` (OWNER_POLICIES)."""
+def check_priority(policies: OwnerPolicies | None, request: LeaseRequest) -> None:
+    """Forbidden when the request's priority is above its owner's `max_priority` (OWNER_POLICIES). Without
+    OWNER_POLICIES every priority a request can carry (0–100) is within the default: nothing is loaded."""
+    if policies is None:
+        return
     from scheduler.budgets import budget_owner
 
     owner = budget_owner(request.owner_id)
@@ -63,6 +66,8 @@ def may_wait(error: SchedulerError) -> bool:
 
 def wait_of(error: SchedulerError, candidates: list[Provider], request: LeaseRequest) -> QueueWait:
     """What a lease refused `error` waits for, in the caller's words."""
+    from scheduler.store.queue_model import QueueWait
+
     providers = tuple(provider.name for provider in candidates)
     refusals = (error.details or {}).get("providers")
     reason = error.message
@@ -84,6 +89,8 @@ def enqueue(
 
 def requeuer(ctx: Context, pending: Lease, request: LeaseRequest, candidates: list[Provider], slots: Slots) -> Requeue:
     """Put a fresh acquire's pending lease in the queue when no provider had room (giving back its slots)."""
+    from scheduler.store.queue_model import QueueWait
+
     providers = tuple(provider.name for provider in candidates)
 
     def requeue(reason: str) -> bool:
