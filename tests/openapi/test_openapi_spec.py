@@ -32,13 +32,14 @@ GATEWAY_BODIES = {**AUTHORIZER_BODIES, **THROTTLE_BODY}
 # "What a caller sees when things fail" gives them, and the authorizer's 401 and 403 in front of it.
 CONTRACT_STATUSES = {
     ("GET", "/health"): {200},
-    ("POST", "/v1/lease"): {201, 400, 401, 403, 409, 429, 502, 503},
+    ("POST", "/v1/lease"): {201, 202, 400, 401, 403, 409, 429, 502, 503},
     ("GET", "/v1/leases"): {200, 400, 401, 403},
     ("GET", "/v1/lease/{lease_id}"): {200, 401, 403, 404},
     ("POST", "/v1/lease/{lease_id}/renew"): {200, 400, 401, 403, 404, 409, 429},
     ("DELETE", "/v1/lease/{lease_id}"): {204, 401, 403, 404},
     ("GET", "/v1/lease/{lease_id}/logs"): {200, 400, 401, 403, 404, 410, 502},
     ("DELETE", "/v1/leases"): {200, 400, 401, 403},
+    ("GET", "/v1/queue"): {200, 400, 401, 403},
     ("GET", "/v1/usage"): {200, 400, 401, 403},
     ("GET", "/v1/callers"): {200, 401, 403},
     ("POST", "/v1/callers"): {201, 400, 401, 403, 409},

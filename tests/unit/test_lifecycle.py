@@ -11,6 +11,7 @@ import pytest
 from scheduler import lifecycle
 from scheduler.lifecycle import (
     ENDED,
+    HOLDING,
     LIVE,
     TRANSITIONS,
     Guard,
@@ -24,6 +25,7 @@ from scheduler.lifecycle import (
 )
 from scheduler.store import conditions
 from scheduler.store.conditions import Inputs, WorkerRecord
+from scheduler.store.queue_records import NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
 STORE = Path(conditions.__file__).parent
@@ -49,9 +51,16 @@ def test_every_live_status_has_a_way_to_end() -> None:
     assert ending | claimed >= LIVE
 
 
-def test_every_end_but_a_failed_acquire_goes_through_a_release_claim() -> None:
-    direct = [t.name for t in TRANSITIONS if t.target in ENDED]
+def test_every_end_of_a_lease_that_may_have_a_worker_but_a_failed_acquire_goes_through_a_release_claim() -> None:
+    direct = [t.name for t in TRANSITIONS if t.target in ENDED and (t.source or frozenset()) & HOLDING]
     assert direct == ["fail_pending"]
+
+
+def test_a_queued_lease_ends_without_a_claim_for_it_never_had_a_worker() -> None:
+    direct = {t.name for t in TRANSITIONS if t.target in ENDED and t.source == frozenset({LeaseStatus.QUEUED})}
+    assert direct == {"cancel", "expire_queued"}
+    for transition in (lifecycle.CANCEL, lifecycle.EXPIRE_QUEUED):
+        assert Write.GIVE_BACK_COUNTERS not in transition.writes and Write.LEAVE_INDEX in transition.writes
 
 
 def test_a_claim_names_the_outcome_it_will_record() -> None:
@@ -70,7 +79,8 @@ def test_every_end_records_who_ended_the_lease() -> None:
 
 
 def test_only_a_new_lease_records_who_made_it() -> None:
-    assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record"]
+    assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record", "enqueue"]
+    assert all(t.source is None for t in TRANSITIONS if Write.CREATED_BY in t.writes)
 
 
 def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> None:
@@ -171,6 +181,13 @@ FULL = Inputs(
     seen_expiry=NOW + 600,
     reweighed=("cost#alice@500000", "owner#alice"),
     by="anim",
+    queue=QueueEntry("0", 50 * 10**10 + NOW, NOW + 600, NOW + 700, "every provider is at its lease cap", ("p",), True),
+    shard="0",
+    provider="local-docker",
+    admission_id="a-1",
+    notice=NoticeRecord(NOW + 120, "b8c1d2e3-0000-4000-8000-000000000001", 80),
+    priority=80,
+    ran_since=NOW - 300,
 )
 
 

@@ -9,7 +9,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from .models import ACTIVE, EXPIRED, FAILED, PENDING, RELEASED, RELEASING, USABLE_STATUSES, Lease
+from .models import (
+    ACTIVE,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    PREEMPTED,
+    QUEUED,
+    RELEASED,
+    RELEASING,
+    USABLE_STATUSES,
+    Lease,
+)
 
 RESET = "\x1b[0m"
 CLEAR_EOL = "\x1b[K"
@@ -20,6 +31,8 @@ STATUS_COLOURS = {
     FAILED: "\x1b[31m",  # red: look at failure_reason
     RELEASED: "\x1b[2m",  # dim: over
     EXPIRED: "\x1b[2m",
+    QUEUED: "\x1b[36m",  # cyan: waiting for capacity
+    PREEMPTED: "\x1b[35m",  # magenta: ended for a lease of higher priority
 }
 TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
 RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")

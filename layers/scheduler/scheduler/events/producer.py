@@ -111,8 +111,11 @@ def actor_of(kind: EventType, old: Image, new: Image, types: list[EventType]) ->
 
 def reason_of(kind: EventType, new: Image) -> str | None:
     """Why, where the lease says: an end's failure_reason (a failed worker, a host retired, a preemption)."""
-    if kind in ENDED.values() or kind is EventType.PREEMPTION_NOTICE:
+    if kind in ENDED.values():
         return _text(new, "failure_reason") or _text(new, "preempt_reason")
+    if kind is EventType.PREEMPTION_NOTICE:
+        priority = _epoch(new, "preempt_priority")  # a number attribute, read as one
+        return f"preempted for a queued lease of priority {priority}" if priority is not None else None
     return None
 
 

@@ -13,7 +13,7 @@ from scheduler.models import Lease
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, render
 from scheduler.store.counters import Limit
-from scheduler.store.items import epoch, lease_from_item, seen
+from scheduler.store.items import Item, epoch, lease_from_item, seen
 from scheduler.store.queries import LeaseReads
 from scheduler.store.refusals import refusal_error
 
@@ -37,7 +37,7 @@ class LeaseRenewals(LeaseReads):
             response = self._call("UpdateItem", **self._update(lease_id, render(lifecycle.RENEW, inputs).request()))
         except self._errors.ConditionalCheckFailedException as lost:
             old = self._lost_item(lost, lease_id)
-            if ttl_seconds is None and seen_expiry is None and "worker_ends_epoch" in old:
+            if ttl_seconds is None and seen_expiry is None and ("worker_ends_epoch" in old or "preempt_epoch" in old):
                 ttl_seconds = int(old["ttl_seconds"]["N"])  # the lease's own, as read: a value to hold
                 found = seen(old)
                 if lifecycle.refusal(lifecycle.RENEW, found, epoch(now), owner, start + ttl_seconds) is Refusal.CHANGED:
@@ -69,7 +69,7 @@ class LeaseRenewals(LeaseReads):
         # is the one the renewal takes, and the worker's own end can be held against a value.
         ttl = ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"])
         new_expiry = start + ttl
-        if "worker_ends_epoch" in item and new_expiry > int(item["worker_ends_epoch"]["N"]):
+        if passes_an_end(item, new_expiry):
             raise refusal_error(lifecycle.RENEW, lease_id, item, epoch(now), owner, new_expiry)
         if new_expiry <= old_expiry:
             return self.renew(lease_id, owner, ttl_seconds, now)
@@ -90,3 +90,8 @@ class LeaseRenewals(LeaseReads):
             old = self._lost_item(lost, lease_id)
             raise refusal_error(lifecycle.RENEW, lease_id, old, epoch(now), owner, new_expiry) from lost
         return renewing.limits[full] if full is not None else self.get(lease_id)
+
+
+def passes_an_end(item: Item, new_expiry: int) -> bool:
+    """Whether `new_expiry` passes the worker's own end or the lease's preemption notice (the renewal is refused)."""
+    return any(name in item and new_expiry > int(item[name]["N"]) for name in ("worker_ends_epoch", "preempt_epoch"))
