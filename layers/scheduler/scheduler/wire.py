@@ -471,6 +471,7 @@ LEASE_FIELDS: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties always sent
@@ -505,6 +506,7 @@ LEASE_REQUIRED: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties that may be null
@@ -528,6 +530,7 @@ LEASE_NULLABLE: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # LeaseStatus
