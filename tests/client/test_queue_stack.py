@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from openalice_scheduler_client import Lease, SchedulerClient
+from openalice_scheduler_client import Lease, NotFound, SchedulerClient
 
 from tests.client.test_cli import cli_env
 from tests.support.stack import RunningStack, start_stack
@@ -45,8 +46,18 @@ def scheduler(queue_stack: RunningStack) -> Iterator[SchedulerClient]:
     """A client of the stack; every lease is released (queued ones cancelled) after each test."""
     with SchedulerClient(queue_stack.url, queue_stack.secret, timeout=60.0) as client:
         yield client
-        for lease in client.list():
-            client.release(lease.lease_id, owner_id=lease.owner_id)
+        wait_for(lambda: empty(client), 30, 0.2, "no live lease left")
+
+
+def empty(client: SchedulerClient) -> bool:
+    """Cancel the queued leases, then release the others (a release first would admit one); True once none is left.
+    A lease being admitted meanwhile (pending) is left to the next round."""
+    leases = sorted(client.list(), key=lambda lease: not lease.is_queued)
+    for lease in leases:
+        if lease.status != "pending":
+            with contextlib.suppress(NotFound):
+                client.release(lease.lease_id, owner_id=lease.owner_id)
+    return not leases
 
 
 def leasectl(stack: RunningStack, *argv: str) -> subprocess.Popen[str]:
@@ -70,14 +81,15 @@ def test_acquire_queue_wait_shows_the_place_the_admission_and_the_ready_worker(
     holders = fill(scheduler)
     ahead = scheduler.acquire("renderer", ttl_seconds=600, owner_id="urgent", queue_seconds=600, priority=90)
     waiting = leasectl(queue_stack, "acquire", "--kind", "renderer", "--owner", "cli", "--queue", "10m", "--wait")
-    first = waiting.stderr.readline() if waiting.stderr else ""  # the 202's place, before anything frees
+    assert waiting.stderr is not None
+    first = waiting.stderr.readline()  # the 202's place, before anything frees
     scheduler.release(ahead.lease_id, owner_id="urgent")  # the lease ahead is cancelled: one place up
-    time.sleep(6)  # at least one poll (5 s) with the new place
+    second = waiting.stderr.readline()  # shown at the next poll (every 5 s at most)
     scheduler.release(holders[0].lease_id, owner_id="holder-0")
 
     out, rest = waiting.communicate(timeout=60)
 
-    lines = [first, *rest.splitlines()]
+    lines = [first, second, *rest.splitlines()]
     print("".join(line if line.endswith("\n") else line + "\n" for line in lines))
     lease_id = out.split()[1]
     assert waiting.returncode == 0 and "status          active" in out
