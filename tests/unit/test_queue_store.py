@@ -257,6 +257,12 @@ def test_a_noticed_lease_reads_its_preempt_at_and_is_due_then(store: LeaseStoreP
     assert list(store.due_leases(NOW + timedelta(seconds=119))) == []
 
 
+def test_a_noticed_lease_reads_the_priority_it_is_preempted_for(store: LeaseStorePort, leases: Leases) -> None:
+    lease = noticed(store, leases)
+    assert lease.preempt_priority == 80 and store.get(lease.lease_id).preempt_priority == 80
+    assert store.get(leases.active().lease_id).preempt_priority is None
+
+
 def test_a_lease_is_noticed_once_and_only_when_it_may_be(store: LeaseStorePort, leases: Leases) -> None:
     lease = noticed(store, leases)
     record = NoticeRecord(epoch(NOW) + 200, "q", 90)

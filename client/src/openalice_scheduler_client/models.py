@@ -43,6 +43,10 @@ def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -85,6 +89,7 @@ class Lease:
     queue_reason: str | None = None  # what a queued lease waits for
     admitted_at: datetime | None = None  # when a lease that waited was admitted
     preempt_at: datetime | None = None  # a preemption notice: the lease ends then
+    preempt_priority: int | None = None  # with a notice: the priority of the lease it is preempted for
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -123,10 +128,11 @@ class Lease:
                 preemptible=bool(data.get("preemptible") or False),
                 queued_at=_optional_time(data.get("queued_at")),
                 queued_until=_optional_time(data.get("queued_until")),
-                queue_position=None if data.get("queue_position") is None else int(data["queue_position"]),
+                queue_position=_optional_int(data.get("queue_position")),
                 queue_reason=_optional_str(data.get("queue_reason")),
                 admitted_at=_optional_time(data.get("admitted_at")),
                 preempt_at=_optional_time(data.get("preempt_at")),
+                preempt_priority=_optional_int(data.get("preempt_priority")),
                 raw=dict(data),
             )
         except KeyError as missing:
@@ -138,6 +144,16 @@ class Lease:
     def is_live(self) -> bool:
         """True while the lease may still own a worker (pending, active or releasing), or waits in the queue."""
         return self.status in LIVE_STATUSES
+
+    @property
+    def is_queued(self) -> bool:
+        """True while the lease waits in the queue (no slot, no worker yet)."""
+        return self.status == QUEUED
+
+    @property
+    def has_notice(self) -> bool:
+        """True while the lease is live with a preemption notice: it ends `preempted` at `preempt_at`."""
+        return self.preempt_at is not None and self.is_live
 
     @property
     def is_ready(self) -> bool:

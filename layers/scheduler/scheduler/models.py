@@ -91,6 +91,7 @@ class Lease:
         "queue_reason",
         "admitted_at",
         "preempt_at",
+        "preempt_priority",
     )
     REQUIRED = frozenset({"lease_id", "provider", "kind", "gpu", "status", "created_at", "expires_at", "ttl_seconds"})
     __slots__ = FIELDS
@@ -131,6 +132,7 @@ class Lease:
     queue_reason: str | None
     admitted_at: datetime | None
     preempt_at: datetime | None
+    preempt_priority: int | None  # with a notice: the priority of the lease it is preempted for
 
     def __init__(
         self,
@@ -165,6 +167,7 @@ class Lease:
         queue_reason: str | None = None,
         admitted_at: datetime | None = None,
         preempt_at: datetime | None = None,
+        preempt_priority: int | None = None,
     ) -> None:
         values = locals()
         for name in self.FIELDS:
@@ -250,6 +253,7 @@ class Lease:
             "queue_reason": self.queue_reason,
             "admitted_at": _time(self.admitted_at),
             "preempt_at": _time(self.preempt_at),
+            "preempt_priority": self.preempt_priority,
         }
 
 

@@ -547,6 +547,7 @@ LEASE_FIELDS: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties always sent
@@ -581,6 +582,7 @@ LEASE_REQUIRED: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties that may be null
@@ -604,6 +606,7 @@ LEASE_NULLABLE: Final = (
     "queue_reason",
     "admitted_at",
     "preempt_at",
+    "preempt_priority",
 )
 
 # LeaseStatus

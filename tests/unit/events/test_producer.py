@@ -137,7 +137,10 @@ def test_a_preemption_notice_says_for_what_priority() -> None:
     noticed = active(preempt_epoch=CREATED + 420, preempt_priority=90, preempted_for="l-urgent")
     (event,) = events_of(modify(active(), noticed))
 
-    assert (event.type, event.data["reason"]) == ("lease.preemption_notice", "preempted for a queued lease of priority 90")
+    assert (event.type, event.data["reason"]) == (
+        "lease.preemption_notice",
+        "preempted for a queued lease of priority 90",
+    )
 
 
 def test_an_event_carries_the_lease_and_never_its_worker_token_or_endpoint() -> None:

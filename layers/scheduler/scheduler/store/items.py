@@ -92,6 +92,7 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
         WorkerState(state) if state else (WorkerState.READY if status != LeaseStatus.PENDING else WorkerState.STARTING)
     )
     ceiling = number("max_cost_per_hour")
+    preemptor = number("preempt_priority")
     rate = float(cost) if cost else None
     created = int(float(item["created_epoch"]["N"]))
     end = int(float(released)) if released else now_epoch
@@ -126,6 +127,7 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
         queue_reason=text("queue_reason"),
         admitted_at=moment("admitted_epoch"),
         preempt_at=moment("preempt_epoch"),
+        preempt_priority=None if preemptor is None else int(preemptor),
     )
 
 
