@@ -25,6 +25,7 @@ from scheduler.lifecycle import (
 )
 from scheduler.store import conditions
 from scheduler.store.conditions import Inputs, WorkerRecord
+from scheduler.store.memory import rules
 from scheduler.store.queue_records import NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
@@ -81,6 +82,11 @@ def test_every_end_records_who_ended_the_lease() -> None:
 def test_only_a_new_lease_records_who_made_it() -> None:
     assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record", "enqueue"]
     assert all(t.source is None for t in TRANSITIONS if Write.CREATED_BY in t.writes)
+
+
+def test_a_renewal_records_who_renewed_and_marking_ready_who_found_the_worker_ready() -> None:
+    assert [t.name for t in TRANSITIONS if Write.RENEWED_BY in t.writes] == ["renew"]
+    assert [t.name for t in TRANSITIONS if Write.READY_BY in t.writes] == ["mark_ready"]
 
 
 def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> None:
@@ -244,6 +250,34 @@ def test_an_end_records_who_ended_it_and_leaves_no_claimant_behind() -> None:
 def test_a_change_without_an_actor_records_none() -> None:
     for transition in (lifecycle.CLAIM_RELEASE, lifecycle.FINISH):
         assert ":by" not in conditions.render(transition, FULL._replace(by=None)).values
+
+
+def test_a_renewal_records_its_caller_in_its_own_write() -> None:
+    rendered = conditions.render(lifecycle.RENEW, FULL)
+    assert "renewed_by = :by" in rendered.update.split("REMOVE", 1)[0] and rendered.values[":by"] == {"S": "anim"}
+
+
+def test_a_renewal_naming_nobody_removes_an_earlier_renewals_caller() -> None:
+    rendered = conditions.render(lifecycle.RENEW, FULL._replace(by=None))
+    assert "renewed_by" in rendered.update.split("REMOVE", 1)[1] and ":by" not in rendered.values
+
+
+def test_marking_ready_records_who_found_the_worker_ready_in_its_own_write() -> None:
+    rendered = conditions.render(lifecycle.MARK_READY, Inputs(now=NOW, token="w-1", by="sweep"))
+    assert "ready_by = :by" in rendered.update and rendered.values[":by"] == {"S": "sweep"}
+
+
+def test_in_memory_a_renewal_records_its_caller_and_one_naming_nobody_removes_it() -> None:
+    item = {"status": {"S": "active"}, "ttl_seconds": {"N": "600"}, "renewed_by": {"S": "earlier"}}
+    renewed = rules.applied(lifecycle.RENEW, Inputs(now=NOW, start=NOW, by="anim"), item)
+    assert renewed["renewed_by"] == {"S": "anim"}
+    assert "renewed_by" not in rules.applied(lifecycle.RENEW, Inputs(now=NOW, start=NOW), renewed)
+
+
+def test_in_memory_marking_ready_records_who_found_the_worker_ready() -> None:
+    item = {"status": {"S": "active"}, "worker_state": {"S": "starting"}}
+    marked = rules.applied(lifecycle.MARK_READY, Inputs(now=NOW, token="w-1", by="sweep"), item)
+    assert (marked["worker_state"], marked["ready_by"]) == ({"S": "ready"}, {"S": "sweep"})
 
 
 def test_a_renewal_without_a_ttl_keeps_the_leases_own() -> None:

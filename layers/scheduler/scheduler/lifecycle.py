@@ -33,7 +33,9 @@ releasing. Every end goes through a claim (`releasing`) first, except `fail_pend
 up and removed the worker itself), so two actors can never both release one worker.
 
 The audit trail is written by the same transitions: `created_by` with the new item, `claimed_by` with a claim
-(kept by a claim that takes over a stale one, as its outcome is), `ended_by` with the end.
+(kept by a claim that takes over a stale one, as its outcome is), `ended_by` with the end, `renewed_by` with a
+renewal and `ready_by` with `mark_ready` (a worker ready at once is its acquirer's, `created_by`), so the events
+read from the table's stream name who acted.
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ class Write(Enum):
     READY = "worker_state ready and ready_at, starting_shard removed (once: only a starting lease takes it)"
     CREATED_BY = "created_by: the caller whose acquire recorded the lease (with the new item; never changed)"
     ENDED_BY = "ended_by: who ended the lease (a finished claim's claimed_by; fail_pending: whoever gave up on it)"
+    RENEWED_BY = "renewed_by: the caller of the latest renewal (removed by a renewal that names nobody)"
+    READY_BY = "ready_by: who found the worker ready (a reading caller's name, or sweep; written once, as ready_at)"
     WARN = "warned_expiry: the expiry the sweep warned of (the stream makes it the lease.expiring event)"
     REWEIGH_COUNTERS = (
         "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
@@ -196,7 +200,7 @@ RENEW = Transition(
     frozenset({_A}),
     _A,
     guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY, Guard.WORKER_LIFE, Guard.NOTICE_LIFE),
-    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS),
+    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS, Write.RENEWED_BY),
     conflict_in=frozenset({_P, _R, _Q}),
     verb="renewed",
 )
@@ -230,7 +234,12 @@ CHECK_READINESS = Transition(
     "check_readiness", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.CHECK_DUE), writes=(Write.CHECKED,)
 )
 MARK_READY = Transition(
-    "mark_ready", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.TOKEN), writes=(Write.READY,), verb="ready"
+    "mark_ready",
+    frozenset({_A}),
+    _A,
+    guards=(Guard.STARTING, Guard.TOKEN),
+    writes=(Write.READY, Write.READY_BY),
+    verb="ready",
 )
 CLAIM_BOOT_FAILED = Transition(
     "claim_boot_failed",

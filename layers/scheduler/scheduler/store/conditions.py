@@ -76,7 +76,7 @@ class Inputs(NamedTuple):
     checked_before: int = 0  # CHECK_DUE: a readiness check at or before this time is stale
     seen_expiry: int | None = None  # SEEN_EXPIRY: the expires_epoch the caller read (None: not checked)
     reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
-    by: str | None = None  # TAKE_CLAIM's claimed_by, ENDED_BY: who acts (None: nothing recorded)
+    by: str | None = None  # who acts: TAKE_CLAIM's claimed_by, ENDED_BY, RENEWED_BY, READY_BY (None: nothing recorded)
     queue: QueueEntry | None = None  # ENTER_QUEUE
     shard: str | None = None  # ADMITTED: the starting index's shard
     provider: str | None = None  # ADMITTED: the provider whose slot the lease holds
@@ -304,6 +304,14 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
         elif write is Write.ENDED_BY:
             if inputs.by is not None:
                 sets.append(f"ended_by = {builder.value('by', string_attr(inputs.by))}")
+        elif write is Write.RENEWED_BY:
+            if inputs.by is not None:
+                sets.append(f"renewed_by = {builder.value('by', string_attr(inputs.by))}")
+            else:
+                removes.append("renewed_by")  # an earlier renewal's caller must not be taken for this one's
+        elif write is Write.READY_BY:
+            if inputs.by is not None:
+                sets.append(f"ready_by = {builder.value('by', string_attr(inputs.by))}")
         elif write is Write.LEAVE_INDEX:
             removes += list(INDEX_ATTRIBUTES)
         elif write in _QUEUE_WRITES:

@@ -281,10 +281,10 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             return None
         return lease_from_item(response["Attributes"])
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        """Record the worker `token` ready (ready_at = now, written once); None if the lease is no longer
-        starting on that worker (someone recorded it first, or it ended)."""
-        inputs = Inputs(now=epoch(now), token=token)
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        """Record the worker `token` ready (ready_at = now, and `by` whom, written once); None if the lease is no
+        longer starting on that worker (someone recorded it first, or it ended)."""
+        inputs = Inputs(now=epoch(now), token=token, by=by)
         try:
             response = self._call(
                 "UpdateItem", **self._update(lease_id, render(lifecycle.MARK_READY, inputs).request())

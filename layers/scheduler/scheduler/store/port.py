@@ -131,8 +131,8 @@ class LeaseWritesPort(Protocol):
     def claim_readiness_check(self, lease_id: str, now: datetime, interval_seconds: float) -> Lease | None:
         """Elect this caller to ask the provider about a starting worker; None if another asked lately."""
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        """Record the starting worker `token` ready (once); None if it is not starting any more."""
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        """Record the starting worker `token` ready (once), found so `by` whom; None if it is not starting any more."""
 
     def index_starting(self, lease_id: str) -> bool:
         """Enter a starting lease into the starting index; False if it is in it (or not starting)."""
@@ -145,11 +145,20 @@ class LeaseWritesPort(Protocol):
     def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
         """Mark an active lease warned of its expiry `expires_epoch`; False if it changed meanwhile."""
 
-    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
-        """Extend an active lease to now + ttl (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
+    def renew(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, *, by: str | None = None
+    ) -> Lease:
+        """Extend an active lease to now + ttl, renewed `by` whom (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
 
     def renew_reserving(
-        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+        self,
+        lease_id: str,
+        owner: str | None,
+        ttl_seconds: int | None,
+        now: datetime,
+        budget: OwnerBudgets,
+        *,
+        by: str | None = None,
     ) -> Lease | Limit:
         """Renew, reserving the extension's spend in the same write; the budget that would not take it."""
 

@@ -123,6 +123,14 @@ def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
         elif write is Write.ENDED_BY:
             if inputs.by is not None:
                 new["ended_by"] = string_attr(inputs.by)
+        elif write is Write.RENEWED_BY:
+            if inputs.by is not None:
+                new["renewed_by"] = string_attr(inputs.by)
+            else:
+                new.pop("renewed_by", None)
+        elif write is Write.READY_BY:
+            if inputs.by is not None:
+                new["ready_by"] = string_attr(inputs.by)
         elif write is Write.LEAVE_INDEX:
             for name in INDEX_ATTRIBUTES:
                 new.pop(name, None)

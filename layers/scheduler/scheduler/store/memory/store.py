@@ -204,8 +204,8 @@ class MemoryLeaseStore(MemoryQueue):
         inputs = Inputs(now=epoch(now), checked_before=epoch(now) - max(1, math.ceil(interval_seconds)))
         return self._lease_or_none(lifecycle.CHECK_READINESS, lease_id, inputs)
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        return self._lease_or_none(lifecycle.MARK_READY, lease_id, Inputs(now=epoch(now), token=token))
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        return self._lease_or_none(lifecycle.MARK_READY, lease_id, Inputs(now=epoch(now), token=token, by=by))
 
     def index_starting(self, lease_id: str) -> bool:
         """Enter a starting lease into the starting index; False if it is there (or not starting)."""
@@ -226,9 +226,11 @@ class MemoryLeaseStore(MemoryQueue):
 
     # --- renew ---------------------------------------------------------------------------------
 
-    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
+    def renew(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, *, by: str | None = None
+    ) -> Lease:
         start = math.ceil(now.timestamp())
-        inputs = Inputs(now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds)
+        inputs = Inputs(now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, by=by)
         try:
             item = self._write(lifecycle.RENEW, lease_id, inputs)
         except Lost as lost:
@@ -238,13 +240,20 @@ class MemoryLeaseStore(MemoryQueue):
         return lease_from_item(item)
 
     def renew_reserving(
-        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+        self,
+        lease_id: str,
+        owner: str | None,
+        ttl_seconds: int | None,
+        now: datetime,
+        budget: OwnerBudgets,
+        *,
+        by: str | None = None,
     ) -> Lease | Limit:
         """Renew, reserving the extension's spend in the same step (`OwnerBudgets.renewal`, as LeaseStore)."""
         with self._lock:
             item = self._items.get(lease_id, {})
             if budget.per_day is None or "cost_per_hour" not in item:
-                return self.renew(lease_id, owner, ttl_seconds, now)
+                return self.renew(lease_id, owner, ttl_seconds, now, by=by)
             start = math.ceil(now.timestamp())
             old_expiry = int(item["expires_epoch"]["N"])
             ttl = ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"])
@@ -252,7 +261,7 @@ class MemoryLeaseStore(MemoryQueue):
             if passes_an_end(item, new_expiry):
                 raise refusal_error(lifecycle.RENEW, lease_id, item, epoch(now), owner, new_expiry)
             if new_expiry <= old_expiry:
-                return self.renew(lease_id, owner, ttl_seconds, now)
+                return self.renew(lease_id, owner, ttl_seconds, now, by=by)
             rate, created = float(item["cost_per_hour"]["N"]), int(float(item["created_epoch"]["N"]))
             lease_owner = budgets.budget_owner(text(item, "owner_id"))
             renewing = budget.renewal(counters.held_by(item), lease_owner, rate, created, new_expiry, epoch(now))
@@ -263,6 +272,7 @@ class MemoryLeaseStore(MemoryQueue):
                 ttl_seconds=ttl,
                 seen_expiry=old_expiry,
                 reweighed=renewing.held,
+                by=by,
             )
             try:
                 changes = [Change.take(limit) for limit in renewing.limits]
