@@ -228,10 +228,11 @@ def stack_figures(admissions: int, seed: int) -> dict[str, Any]:
         return {"skipped": f"no Docker host: {missing}"}
     env = {"LOCAL_DOCKER_MAX_LEASES": str(CAP), "OWNER_POLICIES": OWNER_POLICIES}
     with docker_target() as target:
+        already = set(target.managed_containers())  # another run's, on a shared engine: not this one's to count
         with running_stack(target, env) as stack:
             before = CpuSnapshot.take()
             figures = Driver(stack, admissions, seed).run()
             figures["machine"] = busy_since(before)
             leases_left = len(live_leases(api_session(stack.secret), stack.url))
-        containers_left = len(target.managed_containers())
+        containers_left = len(set(target.managed_containers()) - already)
         return figures | {"leaks": {"leases_left": leases_left, "managed_containers_left": containers_left}}

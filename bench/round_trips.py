@@ -24,6 +24,10 @@ from bench.handlers import ApiCalls, DynamoDB, Handlers, lease_body, load_event 
 # The issue's limits: lease-store round trips per operation (the idempotency record is counted apart).
 LIMITS = {"acquire": 2, "release": 2, "get": 1, "renew": 1}
 PENDING_ACTIVE = "PutItem (pending) + UpdateItem (activate)"
+# On a capped provider an acquire first reads the queue index (one Query, of the queued leases of at least its
+# priority): a freed slot is the queue's before a newcomer's (issue 26). The counters join the same transactions.
+CAPPED_READS = {"acquire": 1}
+QUEUE_READ_NOTE = "2 writes + 1 Query of the queue index (a freed slot is the queue's first)"
 
 
 def measure(handlers: Handlers, *, list_pages: int = 3) -> dict[str, Any]:
@@ -116,7 +120,12 @@ def targets(results: dict[str, Any], limited: dict[str, dict[str, Any]] | None =
     ]
     for name, tallies in (limited or {}).items():
         found += [
-            Target(f"[{name}] {op}: round trips", tallies[op]["round_trips"], LIMITS[op])
+            Target(
+                f"[{name}] {op}: round trips",
+                tallies[op]["round_trips"],
+                LIMITS[op] + CAPPED_READS.get(op, 0),
+                note=QUEUE_READ_NOTE if op in CAPPED_READS else "",
+            )
             for op in LIMITS
             if op in tallies
         ]

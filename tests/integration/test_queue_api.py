@@ -32,15 +32,23 @@ class Sampler:
         self._stop = threading.Event()
         self.most = 0
         self.samples = 0
+        self._before: set[str] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _running(self) -> set[str]:
+        return {
+            container.id for container in self._client.containers.list(filters={"label": MANAGED, "status": "running"})
+        }
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            running = len(self._client.containers.list(filters={"label": MANAGED, "status": "running"}))
+            running = len(self._running() - self._before)
             self.most = max(self.most, running)
             self.samples += 1
 
     def __enter__(self) -> Sampler:
+        # The engine is shared by the test modules of one process: workers an earlier module left are not this stack's.
+        self._before = self._running()
         self._thread.start()
         return self
 

@@ -38,6 +38,7 @@ ROUTES = {
     ("POST", "/v1/webhooks"): "CreateWebhookFunction",
     ("GET", "/v1/webhooks"): "ListWebhooksFunction",
     ("DELETE", "/v1/webhooks/{webhook_id}"): "DeleteWebhookFunction",
+    ("GET", "/v1/queue"): "QueueFunction",
 }
 # Each AuthMode's authorization of every route but /health (AWS_IAM: SigV4, verified by API Gateway).
 MODE_SCHEMES = {"secret": "InternalSecretAuthorizer", "token": "CallerTokenAuthorizer", "iam": "AWS_IAM"}
@@ -143,7 +144,7 @@ def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, A
     assert table["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
     assert table["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
     assert table["KeySchema"] == [{"AttributeName": "lease_id", "KeyType": "HASH"}]
-    due, starting = table["GlobalSecondaryIndexes"]
+    due, starting, queued = table["GlobalSecondaryIndexes"]
     assert due["IndexName"] == "live-by-due"
     assert due["KeySchema"] == [
         {"AttributeName": "live_shard", "KeyType": "HASH"},
@@ -154,9 +155,10 @@ def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, A
         {"AttributeName": "starting_shard", "KeyType": "HASH"},
         {"AttributeName": "created_epoch", "KeyType": "RANGE"},
     ]
+    assert queued["IndexName"] == "queued-by-order"
     # Sparse: the index keys are not the table's key, so only items carrying them (live leases; leases
-    # whose worker is starting) appear.
-    for index in (due, starting):
+    # whose worker is starting; queued leases) appear.
+    for index in (due, starting, queued):
         assert {key["AttributeName"] for key in index["KeySchema"]}.isdisjoint({"lease_id"})
 
 
@@ -213,11 +215,13 @@ def test_stream_mapping_filters_ttl_deletions_of_live_leases(resources: dict[str
 
     assert mapping["FunctionName"] == {"Ref": "TtlStreamFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["LeasesTable", "StreamArn"]}
-    (criterion,) = mapping["FilterCriteria"]["Filters"]
-    pattern = json.loads(criterion["Pattern"])
-    assert pattern["eventName"] == ["REMOVE"]
-    assert pattern["userIdentity"] == {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
-    assert set(pattern["dynamodb"]["OldImage"]["status"]["S"]) == LIVE_STATUSES
+    deletion, ended, enqueued = (json.loads(criterion["Pattern"]) for criterion in mapping["FilterCriteria"]["Filters"])
+    assert deletion["eventName"] == ["REMOVE"]
+    assert deletion["userIdentity"] == {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}
+    assert set(deletion["dynamodb"]["OldImage"]["status"]["S"]) == LIVE_STATUSES
+    # The queue is served when a lease holding capacity ends, and when a lease is queued.
+    assert ended["eventName"] == ["MODIFY"] and set(ended["dynamodb"]["NewImage"]["status"]["S"]) >= {"released"}
+    assert enqueued == {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"status": {"S": ["queued"]}}}}
     assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BisectBatchOnFunctionError"] is True

@@ -338,6 +338,18 @@ def test_a_preemption_notices_the_victim_refuses_its_renewal_ends_it_after_the_n
     assert scheduler.store.counters(["provider#local-docker"]) == {"provider#local-docker": 1}
 
 
+def test_a_notice_given_within_a_second_still_lasts_the_whole_notice() -> None:
+    scheduler = Scheduler(cap=1)
+    victim = scheduler.active(owner_id="batch", priority=10, preemptible=True, ttl_seconds=7200)
+    scheduler.clock.advance(300.7)  # preempt_at is kept in whole seconds: rounded up, never down
+    scheduler.queued(owner_id="live", priority=80)
+
+    serve_queue(scheduler.ctx)
+
+    preempt_at = scheduler.store.get(victim.lease_id).preempt_at
+    assert preempt_at is not None and preempt_at - scheduler.clock.now >= timedelta(seconds=120)
+
+
 def test_a_non_preemptible_lease_is_left_alone() -> None:
     scheduler = Scheduler(cap=1)
     kept = scheduler.active(owner_id="batch", priority=0, preemptible=False)

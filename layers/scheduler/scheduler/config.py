@@ -29,44 +29,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar
 from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
+from scheduler.secret import Secret as Secret  # settings hold secrets as this; providers import it from here
 
 if TYPE_CHECKING:
     from scheduler.owner_policies import OwnerPolicies
 
 _S = TypeVar("_S", bound="SettingsSection")
-
-
-class Secret:
-    """A string that never shows itself: `repr`, `str`, `format` (f-strings, `%s`) and so every log line,
-    JSON-rendered ones included, show a mask. Not a `str`, so no string operation hands the value on either:
-    only `get_secret_value()` does."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def get_secret_value(self) -> str:
-        """The secret itself, for the one place that sends it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('**********')"
-
-    def __str__(self) -> str:
-        return "**********"
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __eq__(self, other: object) -> bool:  # settings compare by value
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 class Source(NamedTuple):

@@ -94,7 +94,10 @@ def serve_queue(ctx: Context) -> AdmissionReport:
         for one, outcome in zip(admitted, outcomes, strict=True):
             _record(report, one, outcome)
     for notice in plan.notices:
-        record = NoticeRecord(notice.preempt_at, notice.preemptor, notice.priority)
+        # The plan counts in whole seconds from now's floor: a notice given within a second ends a second later,
+        # so that it is never shorter than PREEMPTION_NOTICE_SECONDS.
+        preempt_at = notice.preempt_at + (1 if now.microsecond else 0)
+        record = NoticeRecord(preempt_at, notice.preemptor, notice.priority)
         try:
             noticed = ctx.store.queue.notice(notice.victim, now, record, epoch(now) - settings.min_runtime_seconds)
         except Exception as error:  # noqa: BLE001 - the next pass plans it again
