@@ -2,12 +2,11 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response
 from scheduler.api.queries import OwnerReleaseQuery
 from scheduler.errors import NotLeaseOwner
 from scheduler.leases.release_all import release_all
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import lease_ended
 from scheduler.runtime import Runtime, request_deadline
 

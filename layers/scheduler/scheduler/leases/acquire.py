@@ -14,8 +14,6 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler import policy
 from scheduler.budgets import SHARED_OWNER, Reweighing, is_budget
 from scheduler.clock import expiry_after
@@ -26,6 +24,7 @@ from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import Provider
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit

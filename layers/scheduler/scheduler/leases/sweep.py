@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from aws_lambda_powertools import Logger
-
 from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
 from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
 from scheduler.store.counters import Limit
 

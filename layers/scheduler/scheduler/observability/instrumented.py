@@ -10,11 +10,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
-from scheduler.observability.metrics import Metrics
+from scheduler.observability.metrics import Metrics, MetricUnit
 from scheduler.observability.tracing import provider_span
 from scheduler.providers.base import (
     ManagedWorker,
