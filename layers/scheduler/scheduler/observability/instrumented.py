@@ -26,10 +26,10 @@ from scheduler.providers.base import (
     StoppedWorker,
     WorkerHostNotConfigured,
 )
-from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one
+if TYPE_CHECKING:  # only the acquire path builds one; the logs route alone reads logs
     from scheduler.request_models import LeaseRequest
+    from scheduler.worker_logs import LogLine, LogQuery
 
 
 def failure_reason(error: Exception) -> str:
