@@ -226,6 +226,10 @@ _COUNT_MODULES = (
     "if getattr(getattr(m, '__spec__', None), 'origin', None) not in (None, 'built-in', 'frozen')))"
 )
 _PEAK_RSS = "print('rss_kb', next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')))"
+# The cyclic collector's passes during init, by generation: each pass over the older generation walks every object
+# allocated since the last one (memory stalls that instruction counts understate), and they come in steps: a
+# function allocating a little more than another can take one pass more.
+_GC_PASSES = "import gc; print('gc', ' '.join(str(each['collections']) for each in gc.get_stats()))"
 
 
 def snippet(subject: Subject, site: Site) -> str:
@@ -250,6 +254,7 @@ def snippet(subject: Subject, site: Site) -> str:
     lines.append(_COUNT_MODULES)
     # VmHWM: this process image's own peak (ru_maxrss would count the parent's pages the fork copied).
     lines.append(_PEAK_RSS)
+    lines.append(_GC_PASSES)
     # Lambda's cold start (its Init Duration) ends when init does; the process then serves requests and is
     # never torn down in between. Interpreter finalization (80-110 ms after boto3, growing with the modules
     # loaded) is no part of it: the child leaves without it.
@@ -261,11 +266,13 @@ _DROPPED = ("PYTHON", "AWS_", "POWERTOOLS_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUND
 CHILD_ENVIRONMENT = {key: value for key, value in os.environ.items() if not key.startswith(_DROPPED)} | ENVIRONMENT
 
 
-Samples = dict[str, list[float]]  # wall_ms, cpu_ms, init_ms, rss_mb, modules, files
+Samples = dict[str, list[float]]  # wall_ms, cpu_ms, init_ms, rss_mb, modules, files, gc_young, gc_old
+FIGURES = ("wall_ms", "cpu_ms", "init_ms", "rss_mb", "modules", "files", "gc_young", "gc_old")
 
 
-def run_once(subject: Subject, site: Site) -> tuple[float, float, float, float, int, int]:
-    """(wall ms, CPU ms, in-process init ms, peak RSS MB, modules loaded, module files read) of one fresh process."""
+def run_once(subject: Subject, site: Site) -> tuple[float, float, float, float, int, int, int, int]:
+    """(wall ms, CPU ms, in-process init ms, peak RSS MB, modules loaded, module files read, the collector's passes
+    over the youngest generation and over the older ones) of one fresh process."""
     command = [sys.executable, *site.flags, "-c", snippet(subject, site)]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=subject.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/")
@@ -276,11 +283,13 @@ def run_once(subject: Subject, site: Site) -> tuple[float, float, float, float, 
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"{subject.name} on {site.name} failed ({process.returncode}):\n{output[-3000:]}")
-    keys = ("init_ms ", "rss_kb ", "modules ", "files ")
+    keys = ("init_ms ", "rss_kb ", "modules ", "files ", "gc ")
     values = dict(line.split(None, 1) for line in output.splitlines() if line.startswith(keys))
     cpu = (usage.ru_utime + usage.ru_stime) * 1000
     rss = int(values["rss_kb"]) / 1024
-    return wall, cpu, float(values["init_ms"]), rss, int(values["modules"]), int(values["files"])
+    young, *older = (int(each) for each in values["gc"].split())
+    modules, files = int(values["modules"]), int(values["files"])
+    return wall, cpu, float(values["init_ms"]), rss, modules, files, young, sum(older)
 
 
 def importtime(subject: Subject, site: Site, repeats: int = 2, top: int = 12) -> dict[str, Any]:
@@ -356,7 +365,7 @@ def measure(
 
     def record(site: Site, subject: Subject) -> float:
         figures = run_once(subject, site)
-        for key, value in zip(("wall_ms", "cpu_ms", "init_ms", "rss_mb", "modules", "files"), figures, strict=True):
+        for key, value in zip(FIGURES, figures, strict=True):
             results[site.name][subject.name][key].append(value)
         return figures[0]
 
@@ -395,6 +404,7 @@ def figures(samples: Samples, timed: bool) -> dict[str, Any]:
         "peak_rss_mb": round(max(samples["rss_mb"]), 1),
         "modules": int(max(samples["modules"])),
         "module_files": int(max(samples["files"])),
+        "gc_passes": [int(statistics.median(samples["gc_young"])), int(statistics.median(samples["gc_old"]))],
         "runs": len(ordered),
         "timed": timed,
     }
@@ -422,7 +432,8 @@ def targets_for(site: str, results: dict[str, dict[str, Any]]) -> list[Target]:
             # reading each module file) and memory stalls; the paired wall ratio has them, with this machine's noise.
             low, high = figure["floor_ratio_iqr"]
             files = f"{figure['modules']} modules, {figure['module_files']} files (floor {boto['module_files']})"
-            wall = f"paired runs' IQR {low:.2f}–{high:.2f}; {files}"
+            passes = f"GC passes {_passes(figure)} (floor {_passes(boto)})"
+            wall = f"paired runs' IQR {low:.2f}–{high:.2f}; {files}; {passes}"
             value = figure["floor_ratio_median"]
             found.append(Target(f"[{site}] {name} ÷ boto3 floor (wall, paired)", value, limit, "×", note=wall))
             if figure.get("instructions_m") and boto.get("instructions_m"):
@@ -515,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _passes(figures: dict[str, Any]) -> str:
+    return "/".join(str(each) for each in figures.get("gc_passes", ()))
+
+
 def _instruction_ratio(figures: dict[str, Any], floor: dict[str, Any]) -> str:
     if not figures.get("instructions_m") or not floor.get("instructions_m"):
         return ""
@@ -527,7 +542,7 @@ def report(result: dict[str, Any]) -> list[str]:
         "## Cold start",
         "",
         f"{result['parameters']['runs']} interleaved runs per subject, each function paired with a boto3 floor run; "
-        "medians (× floor: the median of the pairs' ratios). "
+        "medians (× floor: the median of the pairs' ratios, with their IQR). "
         f"Machine busy {result.get('machine_during_run', {}).get('busy_share')}.",
         "",
     ]
@@ -537,17 +552,19 @@ def report(result: dict[str, Any]) -> list[str]:
             f"**{site}** — {result['sites'].get(site, '')}",
             "",
             "| subject | median ms | CPU ms | × boto3 floor (paired) | − bare floor ms | peak RSS MB "
-            "| instructions M | × floor (instructions) | modules | module files |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| instructions M | × floor (instructions) | modules | module files | GC passes (young/older) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for name, figures in sorted(by_subject.items(), key=lambda item: item[1]["median_ms"]):
             label = name if figures.get("timed", True) else f"{name} ({figures['runs']} runs)"
+            ratio = f"{figures.get('floor_ratio_median', figures['median_ms'] / boto):.2f}"
+            if figures.get("floor_ratio_iqr"):
+                ratio += " ({:.2f}–{:.2f})".format(*figures["floor_ratio_iqr"])
             lines.append(
-                f"| {label} | {figures['median_ms']} | {figures['cpu_median_ms']} | "
-                f"{figures.get('floor_ratio_median', figures['median_ms'] / boto):.2f} | "
+                f"| {label} | {figures['median_ms']} | {figures['cpu_median_ms']} | {ratio} | "
                 f"{figures['median_ms'] - bare:.1f} | {figures['peak_rss_mb']} | "
                 f"{figures.get('instructions_m', '')} | {_instruction_ratio(figures, by_subject[BOTO3])} | "
-                f"{figures.get('modules', '')} | {figures.get('module_files', '')} |"
+                f"{figures.get('modules', '')} | {figures.get('module_files', '')} | {_passes(figures)} |"
             )
         lines.append("")
         imports = result.get("importtime", {}).get(site, {})
