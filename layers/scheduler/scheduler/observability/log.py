@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -49,19 +50,22 @@ class _Keys:
     """The keys every line of one service carries, shared by its function logger and its child loggers.
 
     Replaced, never changed in place: a thread formatting a line (the sweep's pool) reads one whole
-    version while the handler's thread appends.
+    version while another appends; appends are serialised, so that two at once both land.
     """
 
     def __init__(self, service: str) -> None:
         self.service = service
         self.current: dict[str, Any] = {"service": service}
         self.handler: logging.Handler | None = None
+        self._lock = threading.Lock()
 
     def append(self, keys: Mapping[str, Any]) -> None:
-        self.current = {**self.current, **keys}
+        with self._lock:
+            self.current = {**self.current, **keys}
 
     def reset(self, keys: Mapping[str, Any]) -> None:
-        self.current = {"service": self.service, **keys}
+        with self._lock:
+            self.current = {"service": self.service, **keys}
 
 
 _SERVICES: dict[str, _Keys] = {}
