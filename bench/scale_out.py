@@ -45,6 +45,7 @@ def _tables(database: DynamoDB) -> tuple[Any, str, str]:
 
 
 def placement(database: DynamoDB, acquires: int, caps: list[int]) -> dict[str, Any]:
+    from scheduler.callers.model import SHARED_SECRET
     from scheduler.config import Settings
     from scheduler.leases.acquire import acquire
     from scheduler.leases.outcomes import Acquired
@@ -65,7 +66,7 @@ def placement(database: DynamoDB, acquires: int, caps: list[int]) -> dict[str, A
     fleet = DockerFleet([(spec, members[spec.name]) for spec in specs], StoreHostSlots(store))
     settings = Settings(providers=("local-docker",))
     registry = ConfiguredProviders(settings, factories={"local-docker": lambda _: fleet})
-    ctx = Runtime(settings, store=store, providers=registry).context()
+    ctx = Runtime(settings, store=store, providers=registry).context(None, SHARED_SECRET)
     request = LeaseRequest(kind=WorkerKind.RENDERER, ttl_seconds=600)
     started = time.monotonic()
     with ThreadPoolExecutor(16) as pool:

@@ -177,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
             refusal = self._authorize(route, event, signed)
             if refusal is not None:
                 self._send(refusal[0], refusal[1], request_id)
+                if refusal[0] in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
+                    _gateway_refused(route.route_key, int(refusal[0]), refusal[1]["message"], request_id)
                 return
         try:
             result = self.server.lambdas.invoke(route.function, event, request_id)
@@ -306,3 +308,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
         self.wfile.write(raw)
+
+
+def _gateway_refused(route: str, status: int, reason: str, request_id: str) -> None:
+    """What CloudWatch makes of a request API Gateway refused before any function ran (template.yaml: the access
+    log line, and the GatewayAuthRefused metric its filter counts), printed as the stack prints every function's."""
+    line = {"message": "authorization refused at the gateway", "route": route, "status": status, "reason": reason}
+    line["request_id"] = request_id
+    document = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000),
+            "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": [[]], "Metrics": [{"Name": METRIC}]}],
+        },
+        METRIC: 1,
+    }
+    with _PRINT_LOCK:
+        print(f"[gateway] {json.dumps(line)}", flush=True)
+        print(f"[gateway] {json.dumps(document)}", flush=True)
+
+
+NAMESPACE, METRIC = "OpenAliceScheduler", "GatewayAuthRefused"
+_PRINT_LOCK = threading.Lock()

@@ -4,7 +4,7 @@ from typing import Any
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
-from scheduler.leases.acquire import acquire, new_lease_id
+from scheduler.leases.acquire import acquire, new_lease_id, owned_request
 from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
 from scheduler.observability.log import Logger
 from scheduler.observability.metrics import budget_refused, count, worker_ready
@@ -20,10 +20,10 @@ runtime.providers.warm()
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Parse the LeaseRequest, acquire (provider calls end before API Gateway's 30 s), answer 201."""
+    """Parse the LeaseRequest, decide its owner, acquire (provider calls end before API Gateway's 30 s), answer 201."""
     deadline = request_deadline(context)
-    ctx = runtime.context(deadline)
-    body = LeaseRequest.parse(request.json_body())
+    ctx = runtime.context(deadline, request.caller)
+    body = owned_request(request.caller, LeaseRequest.parse(request.json_body()), request.header("X-Lease-Owner"))
     logger.append_keys(**{key: value for key in ("owner_id", "correlation_id") if (value := getattr(body, key))})
     lease_id = new_lease_id()
 
@@ -31,8 +31,11 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
         logger.append_keys(lease_id=lease_id)  # only a lease made now has this id
         return acquire(ctx, body, lease_id)
 
-    key = request.header("Idempotency-Key")
-    outcome = fresh() if key is None else runtime.idempotency(key, body, fresh, context, deadline)
+    key = request.header("Idempotency-Key")  # the caller's own: another caller's never replays its lease
+    if key is None:
+        outcome = fresh()
+    else:
+        outcome = runtime.idempotency(key, body, fresh, context, deadline, caller=request.caller)
     if isinstance(outcome, NotAcquired):
         if outcome.ended:
             count(runtime.metrics, "LeaseFailed", provider="none", kind=body.kind.value)

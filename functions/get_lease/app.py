@@ -28,9 +28,10 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     lease_id = request.lease_id()
     logger.append_keys(lease_id=lease_id)
     query = ReadQuery.parse(request.queryStringParameters)
-    ctx = runtime.context(request_deadline(context))
+    ctx = runtime.context(request_deadline(context), request.caller)
     # The readiness policy is built (and its code loaded) only when a starting lease is read.
-    read = get_when_ready(ctx, lease_id, query.wait_ready, lambda: runtime.readiness, runtime.read_check)
+    owner = request.header("X-Lease-Owner")
+    read = get_when_ready(ctx, lease_id, query.wait_ready, lambda: runtime.readiness, runtime.read_check, header=owner)
     if read.ended_now:
         lease_ended(runtime.metrics, read.lease)
         count(runtime.metrics, "GhostLease", provider=read.lease.provider, kind=read.lease.kind.value)

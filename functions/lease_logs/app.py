@@ -18,12 +18,12 @@ runtime = Runtime.from_environment().warm("store")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Check the owner, read the last `tail` lines (since `since`), answer text/plain."""
+    """Check the caller's access, read the last `tail` lines (since `since`), answer text/plain."""
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
     query = LogsQuery.parse(request.queryStringParameters)
-    ctx = runtime.context(request_deadline(context))
+    ctx = runtime.context(request_deadline(context), request.caller)
     output = worker_logs(ctx, lease_id, owner, query.log_query(), timestamps=query.timestamps)
     headers = {"X-Lease-Status": output.lease.status.value, "X-Log-Lines": str(output.logs.lines)}
     if output.logs.truncated:

@@ -15,7 +15,7 @@ runtime = Runtime.from_environment().warm("store")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Filter by owner, kind or provider; page with limit and next_token."""
+    """Filter by owner (a service: its own only), kind or provider; page with limit and next_token."""
     query = ListFilter.parse(request.queryStringParameters)
-    page, next_token = list_live(runtime.context(), query)
+    page, next_token = list_live(runtime.context(None, request.caller), query)
     return json_response(200, {"leases": [lease.wire() for lease in page], "next_token": next_token})

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from scheduler.callers.model import RECONCILER
 from scheduler.leases.reconcile import reconcile
 from scheduler.observability.log import Logger
 from scheduler.observability.metrics import MetricUnit, count, lease_ended
@@ -14,7 +15,7 @@ runtime = Runtime.from_environment().warm("store", "providers", "limits")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one reconcile pass and count what it repaired."""
-    report = reconcile(runtime.context(background_deadline(context)))
+    report = reconcile(runtime.context(background_deadline(context), RECONCILER))
     emitted = runtime.metrics
     for provider in runtime.providers.names:
         emitted.emit("OrphanRemoved", MetricUnit.Count, report.orphans_by_provider.get(provider, 0), provider=provider)

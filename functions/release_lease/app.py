@@ -15,11 +15,11 @@ runtime = Runtime.from_environment().warm("store", "providers")  # drivers load 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Check the owner, release, answer 204."""
+    """Check the caller's access, release, answer 204."""
     lease_id = request.lease_id()
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
-    lease = release(runtime.context(request_deadline(context)), lease_id, owner)
+    lease = release(runtime.context(request_deadline(context), request.caller), lease_id, owner)
     lease_ended(runtime.metrics, lease)
     logger.info("lease released", extra={"provider": lease.provider, "correlation_id": lease.correlation_id})
     return json_response(204)

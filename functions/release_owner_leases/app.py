@@ -1,10 +1,10 @@
-"""DELETE /v1/leases?owner_id=X — release every live lease of one owner, a bounded batch per call."""
+"""DELETE /v1/leases[?owner_id=X] — release every live lease of one owner (token and iam modes, without owner_id:
+of the caller's own owners), a bounded batch per call."""
 
 from typing import Any
 
 from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response
 from scheduler.api.queries import OwnerReleaseQuery
-from scheduler.errors import NotLeaseOwner
 from scheduler.leases.release_all import release_all
 from scheduler.observability.log import Logger
 from scheduler.observability.metrics import lease_ended
@@ -17,13 +17,13 @@ runtime = Runtime.from_environment().warm("store", "providers")  # drivers load 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """X-Lease-Owner must name the owner; answer what was released, what was not, and where to continue."""
-    query = OwnerReleaseQuery.parse(request.queryStringParameters)
-    owner = request.header("X-Lease-Owner")
+    """Check the caller's access (secret mode: X-Lease-Owner must name the owner); answer what was released, what
+    was not, and where to continue."""
+    caller = request.caller
+    query = OwnerReleaseQuery.parse(request.queryStringParameters, owner_required=caller.asserted)
     logger.append_keys(owner_id=query.owner_id)
-    if owner != query.owner_id:
-        raise NotLeaseOwner("X-Lease-Owner must equal owner_id: only an owner may release all its leases")
-    outcome = release_all(runtime.context(request_deadline(context)), query.owner_id, next_token=query.next_token)
+    ctx = runtime.context(request_deadline(context), caller)
+    outcome = release_all(ctx, query.owner_id, request.header("X-Lease-Owner"), next_token=query.next_token)
     for lease in outcome.released:
         lease_ended(runtime.metrics, lease)
     not_released = []

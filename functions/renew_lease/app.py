@@ -23,7 +23,7 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
     try:
-        lease = renew(runtime.context(), lease_id, owner, renewal.ttl_seconds)
+        lease = renew(runtime.context(None, request.caller), lease_id, owner, renewal.ttl_seconds)
     except BudgetExceeded as refused:
         budget_refused(runtime.metrics, refused)
         raise

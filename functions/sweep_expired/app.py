@@ -8,6 +8,7 @@ a run that cannot finish hands the rest on to another invocation of this functio
 
 from typing import Any
 
+from scheduler.callers.model import SWEEP
 from scheduler.handoff import hop_of
 from scheduler.leases.sweep import SweepRun, run_sweep
 from scheduler.observability.log import Logger
@@ -21,7 +22,7 @@ runtime = Runtime.from_environment().warm("store", "providers", "limits")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Run one sweep; report what it ended, how late, and how many leases are live."""
-    ctx = runtime.context(background_deadline(context))
+    ctx = runtime.context(background_deadline(context), SWEEP)
     run = run_sweep(
         ctx, hop_of(event), runtime.readiness, lambda hop: runtime.handoff.hand_on(context.function_name, hop)
     )

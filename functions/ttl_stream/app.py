@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.api.stream_batch import PartialBatchResponse, handle_batch
+from scheduler.callers.model import TTL_STREAM
 from scheduler.leases.ttl_stream import is_ttl_deletion_of_live_lease, release_ttl_deleted
 from scheduler.observability.log import Logger
 from scheduler.observability.metrics import lease_ended
@@ -35,5 +36,5 @@ def release_record(record: Mapping[str, Any], ctx: Context) -> None:
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 def lambda_handler(event: dict[str, Any], context: Any) -> PartialBatchResponse:
     """Process the batch, reporting failed records so only they are retried."""
-    ctx = runtime.context(background_deadline(context))
+    ctx = runtime.context(background_deadline(context), TTL_STREAM)
     return handle_batch(event, lambda record: release_record(record, ctx), logger)

@@ -15,6 +15,7 @@ runtime = Runtime.from_environment().warm("store")
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @http_endpoint
 def lambda_handler(request: HttpRequest, context: Any) -> Response:
-    """Totals of the leases that ended on the days `since`..`until`, grouped by owner, kind or provider."""
+    """Totals of the leases that ended on the days `since`..`until` (a service: of its owners only), grouped by
+    owner, kind or provider."""
     query = UsageQuery.parse(request.queryStringParameters)
-    return json_response(200, usage_report(runtime.context(), query))
+    return json_response(200, usage_report(runtime.context(None, request.caller), query))

@@ -1,7 +1,8 @@
 """A tiny in-memory lease API on 127.0.0.1 for the client's unit tests, with scripted faults.
 
 It speaks the wire shapes of openapi.yaml: the error envelope, API Gateway's own 401/403
-bodies, Idempotency-Key (same key and body → same lease, different body → 409), paging. Faults
+bodies, Idempotency-Key (same key and body → same lease, different body → 409), paging, and who is calling in
+each AUTH_MODE with the callers registry (`auth`, a `fake_callers.Registry`: `auth.mode` secret, token or iam). Faults
 are queued per method and path pattern: answer with a status, drop the connection before doing
 anything, or do the work and then drop the connection (the answer is lost on the way back).
 """
@@ -18,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.client.fake_callers import Registry
 
 SECRET = "fake-secret"
 _DROP = object()
@@ -37,6 +40,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     raw_body: bytes
+    raw_query: str = ""
 
     def header(self, name: str) -> str | None:
         """A header by name, case-insensitively."""
@@ -73,6 +77,7 @@ class FakeScheduler:
     boot_failure: str | None = None
     booting: dict[str, int] = field(default_factory=dict)
     output: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # lease id → (RFC 3339 time, line)
+    auth: Registry = field(default_factory=Registry)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -97,7 +102,7 @@ class FakeScheduler:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw
-                recorded = Recorded(self.command, parts.path, query, headers, body, raw)
+                recorded = Recorded(self.command, parts.path, query, headers, body, raw, parts.query)
                 answer = fake._handle(recorded)
                 if answer is _DROP:
                     self.close_connection = True
@@ -186,11 +191,13 @@ class FakeScheduler:
     def _route(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
         if request.path == "/health" and request.method == "GET":
             return 200, {}, {"status": "ok", "service": "openalice-scheduler"}
-        secret = request.header("X-Internal-Secret")
-        if not secret:
-            return 401, {}, {"message": "Unauthorized"}
-        if secret != self.secret:
-            return 403, {}, {"message": "Forbidden"}
+        with self._lock:
+            role, refusal = self.auth.authenticate(request, self.secret)
+            if refusal is not None:
+                return refusal
+            callers = self.auth.route(request, role)
+        if callers is not None:
+            return callers
         path = request.path
         if path == "/v1/lease" and request.method == "POST":
             return self._acquire(request)
@@ -245,6 +252,8 @@ class FakeScheduler:
             "ready_at": _time(now) if self.boot_gets is None else None,
             "max_cost_per_hour": body.get("max_cost_per_hour"),
             "cost_usd": None,
+            "created_by": "shared-secret",
+            "ended_by": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 

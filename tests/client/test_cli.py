@@ -41,7 +41,8 @@ def run(fake: FakeScheduler | None, *argv: str, secret: str | None = None) -> tu
 
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment for `python -m openalice_scheduler_client.cli` without installing the package."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SCHEDULER_URL", "INTERNAL_SECRET")}
+    own = ("SCHEDULER_URL", "INTERNAL_SECRET", "OPENALICE_SCHEDULER_TOKEN", "OPENALICE_SCHEDULER_AUTH")
+    env = {k: v for k, v in os.environ.items() if k not in own}
     env["PYTHONPATH"] = os.pathsep.join([str(CLIENT_SRC), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
@@ -133,6 +134,16 @@ def test_get_and_renew_print_the_lease(fake: FakeScheduler) -> None:
     assert code == 0 and json.loads(out)["lease"]["ttl_seconds"] == 120
     code, out, _ = run(fake, "renew", lease["lease_id"], "--owner", "me")
     assert code == 0 and "ttl_seconds     120" in out
+
+
+def test_get_names_who_made_the_lease_and_who_ended_it(fake: FakeScheduler) -> None:
+    lease = fake.add_lease(status="released")
+    fake.leases[lease["lease_id"]] |= {"created_by": "anim-svc", "ended_by": "sweep"}
+
+    code, out, _ = run(fake, "get", lease["lease_id"])
+
+    assert code == 0
+    assert "created_by      anim-svc" in out and "ended_by        sweep" in out
 
 
 def test_release_json_prints_an_empty_object(fake: FakeScheduler) -> None:

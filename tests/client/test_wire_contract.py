@@ -90,3 +90,60 @@ def test_leasectl_lists_by_exactly_the_statuses_the_service_lists(fake: FakeSche
     except SystemExit as exit_:
         code = int(exit_.code or 0)
     assert code == (0 if status in CONTRACT["LIVE_LEASE_STATUSES"] else 2), err.getvalue()
+
+
+# --- the callers registry ----------------------------------------------------------------------------
+
+
+def _schema(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = load()["components"]["schemas"][name]
+    return schema
+
+
+def test_the_client_caller_has_every_property_of_openapi_s_caller_in_its_order() -> None:
+    fields = tuple(field.name for field in dataclasses.fields(models.Caller) if field.name != "raw")
+
+    assert fields == tuple(_schema("Caller")["properties"]), "the client's Caller against openapi.yaml's Caller"
+    assert set(_schema("Caller")["required"]) == set(fields), "openapi.yaml's Caller requires another set of fields"
+
+
+def test_the_client_reads_every_property_of_a_caller() -> None:
+    wire = {name: None for name in _schema("Caller")["properties"]}
+    wire |= {"name": "anim", "role": "service", "owners": ["anim-service"], "created_by": "admin"}
+    wire |= {"created_at": "2026-12-01T00:00:00Z"}
+
+    caller = models.Caller.from_wire(wire)
+
+    assert set(caller.raw) == set(_schema("Caller")["properties"]) and caller.principal_arn is None
+
+
+def test_what_adding_a_caller_returns_is_openapi_s_caller_created() -> None:
+    from openalice_scheduler_client.callers import AddedCaller
+
+    fields = {field.name for field in dataclasses.fields(AddedCaller) if field.name != "raw"}
+    assert fields == set(_schema("CallerCreated")["properties"])
+
+
+def test_the_client_s_roles_are_openapi_yaml_s() -> None:
+    assert tuple(_schema("Role")["enum"]) == models.ROLES
+
+
+def test_the_client_s_grace_bounds_are_openapi_yaml_s() -> None:
+    from openalice_scheduler_client import callers, cli_callers
+
+    rule = _rule("ROTATE_REQUEST", "grace_seconds")
+    assert (rule["minimum"], rule["maximum"]) == (0, cli_callers.MAX_GRACE_SECONDS)
+    assert rule["minimum"] <= callers.DEFAULT_GRACE_SECONDS <= rule["maximum"]
+
+
+def test_what_leasectl_callers_add_sends_is_openapi_s_caller_request(fake: FakeScheduler) -> None:
+    from tests.client.fake_callers import ADMIN_TOKEN
+
+    fake.auth.mode = "token"
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--url", fake.url, "--token", ADMIN_TOKEN, "callers", "add", "ops", "--owner", "o", "--role", "operator"]
+    assert main([*argv, "--principal-arn", "arn:aws:iam::123456789012:role/ops"], stdout=out, stderr=err) == 0
+
+    (request,) = fake.calls("POST", "/v1/callers")
+    assert set(request.body) == set(_schema("CallerRequest")["properties"])
+    assert set(_schema("CallerRequest")["required"]) <= set(request.body)

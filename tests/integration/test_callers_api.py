@@ -186,6 +186,24 @@ def test_a_stale_signature_is_refused_by_the_gateway(iam_stack: RunningStack, mo
     assert response.status_code == 403 and response.json()["message"].startswith("Signature expired")
 
 
+def test_a_refusal_by_the_gateway_is_one_log_line_and_a_gateway_auth_refused_metric(iam_stack: RunningStack) -> None:
+    response = signed(iam_stack, "GET", "/v1/leases", ANIM_ROLE, tamper=True)
+    request_id = response.headers["apigw-requestid"]
+
+    def recorded() -> list[dict[str, object]]:
+        found = []
+        for line in iam_stack.logs().splitlines():
+            if line.startswith("[gateway] ") and request_id in line:
+                found.append(json.loads(line.removeprefix("[gateway] ")))
+        return found
+
+    wait_for(lambda: recorded(), timeout=5, what="the gateway's refusal line")
+    (refusal,) = recorded()
+    assert refusal["message"] == "authorization refused at the gateway"
+    assert (refusal["route"], refusal["status"], refusal["reason"]) == ("GET /v1/leases", 403, MISMATCH)
+    assert '"GatewayAuthRefused": 1' in iam_stack.logs()
+
+
 def test_an_unknown_key_is_refused_by_the_gateway(iam_stack: RunningStack) -> None:
     unknown = Principal("AKIALOCALUNKNOWN0001", "whatever", "arn:aws:iam::000000000000:user/nobody")
     response = signed(iam_stack, "GET", "/v1/leases", unknown)

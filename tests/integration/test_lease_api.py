@@ -91,8 +91,11 @@ def test_acquired_lease_has_every_contract_field(stack: RunningStack) -> None:
         "ready_at",
         "max_cost_per_hour",
         "cost_usd",
+        "created_by",
+        "ended_by",
     }
     assert lease["created_at"].endswith("Z") and lease["released_at"] is None
+    assert (lease["created_by"], lease["ended_by"]) == ("shared-secret", None)  # AUTH_MODE=secret
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from scheduler.callers.model import SHARED_SECRET, Caller
 from scheduler.clock import Clock, utc_now
 from scheduler.config import Settings
 from scheduler.deadline import Deadline, or_never
@@ -120,13 +121,15 @@ def context(
     limits: LeaseLimits | None = None,
     clock: Clock = utc_now,
     deadline: Deadline | None = None,
+    caller: Caller = SHARED_SECRET,
     **settings: Any,
 ) -> Context:
     """What a use case works with: `store`, `providers` (default: one in-memory local-docker), settings naming
-    those providers (plus `settings`), `limits` (default: none), `clock`, `deadline` (default: no limit)."""
+    those providers (plus `settings`), `limits` (default: none), `clock`, `deadline` (default: no limit), acting
+    for `caller` (default: the shared secret's holder, as every caller was before callers existed)."""
     chosen = providers if providers is not None else registry_of(memory_provider())
     configured = Settings(providers=chosen.names, **settings)
-    return Context(store, chosen, configured, limits or LeaseLimits(), clock, or_never(deadline))
+    return Context(store, chosen, configured, limits or LeaseLimits(), clock, or_never(deadline), caller)
 
 
 def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) -> Lease:

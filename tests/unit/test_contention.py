@@ -270,10 +270,10 @@ def test_one_leases_failure_does_not_stop_the_sweep(leases: Leases, store: Lease
     broken, *others = [leases.active(ttl_seconds=60).lease_id for _ in range(3)]
     claim_due = store.claim_due
 
-    def failing_for_one(lease_id: str, now: Any) -> Any:
+    def failing_for_one(lease_id: str, now: Any, **kwargs: Any) -> Any:
         if lease_id == broken:
             raise StoreUnavailable("injected")
-        return claim_due(lease_id, now)
+        return claim_due(lease_id, now, **kwargs)
 
     store.claim_due = failing_for_one  # type: ignore[method-assign]
     report = sweep(context(store, registry_of(provider), clock=lambda: LATER))

@@ -3,6 +3,7 @@ refusal is InvalidRequest naming every field at fault, as strictly as the contra
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -88,8 +89,13 @@ def test_a_logs_query_value_outside_the_contract_is_refused_naming_its_field(nam
     assert fields_of(refused(LogsQuery.parse, {name: value})) == [name]
 
 
-def test_releasing_an_owner_s_leases_needs_the_owner() -> None:
-    assert refused(OwnerReleaseQuery.parse, {}) == [{"field": "owner_id", "problem": "Field required"}]
+def test_releasing_an_owner_s_leases_needs_the_owner_in_secret_mode() -> None:
+    in_secret_mode = functools.partial(OwnerReleaseQuery.parse, owner_required=True)
+    assert refused(in_secret_mode, {}) == [{"field": "owner_id", "problem": "Field required"}]
+
+
+def test_outside_secret_mode_releasing_leases_may_leave_the_owner_to_the_caller() -> None:
+    assert OwnerReleaseQuery.parse({}) == OwnerReleaseQuery(owner_id=None, next_token=None)
 
 
 def test_an_owner_no_header_can_carry_is_refused() -> None:

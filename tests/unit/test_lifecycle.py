@@ -64,6 +64,15 @@ def test_only_the_sweeps_claim_keeps_a_stale_claims_outcome() -> None:
     assert [t.name for t in TRANSITIONS if t.keeps_outcome] == ["claim_due"]
 
 
+def test_every_end_records_who_ended_the_lease() -> None:
+    ends = [t.name for t in TRANSITIONS if Write.END in t.writes]
+    assert ends and ends == [t.name for t in TRANSITIONS if Write.ENDED_BY in t.writes]
+
+
+def test_only_a_new_lease_records_who_made_it() -> None:
+    assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record"]
+
+
 def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> None:
     for transition in (lifecycle.FAIL_PENDING, lifecycle.FINISH):
         assert {Write.END, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS} <= set(transition.writes)
@@ -161,6 +170,7 @@ FULL = Inputs(
     outcome=LeaseStatus.RELEASED,
     seen_expiry=NOW + 600,
     reweighed=("cost#alice@500000", "owner#alice"),
+    by="anim",
 )
 
 
@@ -202,6 +212,21 @@ def test_a_claim_without_a_token_does_not_check_one() -> None:
 def test_the_sweeps_claim_keeps_an_earlier_outcome() -> None:
     update = conditions.render(lifecycle.CLAIM_DUE, FULL).update
     assert "release_outcome = if_not_exists(release_outcome, :outcome)" in update
+
+
+def test_a_claim_records_its_claimant_and_the_sweeps_keeps_an_earlier_one() -> None:
+    assert "claimed_by = :by" in conditions.render(lifecycle.CLAIM_RELEASE, FULL).update
+    assert "claimed_by = if_not_exists(claimed_by, :by)" in conditions.render(lifecycle.CLAIM_DUE, FULL).update
+
+
+def test_an_end_records_who_ended_it_and_leaves_no_claimant_behind() -> None:
+    update = conditions.render(lifecycle.FINISH, FULL).update
+    assert "ended_by = :by" in update and "claimed_by" in update.split("REMOVE", 1)[1]
+
+
+def test_a_change_without_an_actor_records_none() -> None:
+    for transition in (lifecycle.CLAIM_RELEASE, lifecycle.FINISH):
+        assert ":by" not in conditions.render(transition, FULL._replace(by=None)).values
 
 
 def test_a_renewal_without_a_ttl_keeps_the_leases_own() -> None:

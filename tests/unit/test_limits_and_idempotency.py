@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from devstack.dynamodb import DynamoDBClient
+from scheduler.callers.model import SHARED_SECRET
 from scheduler.clock import Clock, utc_now
 from scheduler.errors import LeaseConflict, NoCapacity, ProviderFailed, QuotaExceeded
 from scheduler.idempotency import IdempotentAcquire
@@ -210,7 +211,7 @@ class Keyed:
         def fresh() -> AcquireOutcome:
             return acquire_lease(context(self.store, self.registry), request, lease_id=lease_id)
 
-        return self.idempotency(key, request, fresh)
+        return self.idempotency(key, request, fresh, caller=SHARED_SECRET)
 
 
 def answer(outcome: AcquireOutcome) -> dict[str, Any]:

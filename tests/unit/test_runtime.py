@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.callers.model import SHARED_SECRET
 from scheduler.config import Settings
 from scheduler.deadline import Deadline
 from scheduler.limits import LeaseLimits
@@ -26,14 +27,16 @@ def test_the_context_carries_the_parts_given_and_the_invocations_deadline() -> N
     settings = Settings(providers=registry.names)
     deadline = Deadline.within(20)
 
-    ctx = Runtime(settings, store=store, providers=registry, limits=limits, clock=lambda: NOW).context(deadline)
+    runtime = Runtime(settings, store=store, providers=registry, limits=limits, clock=lambda: NOW)
+    ctx = runtime.context(deadline, SHARED_SECRET)
 
-    assert (ctx.store, ctx.providers, ctx.settings, ctx.limits, ctx.deadline) == (
+    assert (ctx.store, ctx.providers, ctx.settings, ctx.limits, ctx.deadline, ctx.caller) == (
         store,
         registry,
         settings,
         limits,
         deadline,
+        SHARED_SECRET,
     )
     assert ctx.clock() == NOW
 
@@ -41,7 +44,7 @@ def test_the_context_carries_the_parts_given_and_the_invocations_deadline() -> N
 def test_a_context_without_a_deadline_has_no_limit() -> None:
     runtime = Runtime(Settings(), store=LeaseStore("leases", client=None), providers=registry_of(memory_provider()))
 
-    assert runtime.context().deadline.remaining() == math.inf
+    assert runtime.context(None, SHARED_SECRET).deadline.remaining() == math.inf
 
 
 def test_a_part_not_given_is_built_from_the_settings() -> None:

@@ -3,13 +3,16 @@
 ```python
 from openalice_scheduler_client import SchedulerClient
 
-scheduler = SchedulerClient()  # $SCHEDULER_URL (default http://127.0.0.1:3000), $INTERNAL_SECRET
+scheduler = SchedulerClient()  # $SCHEDULER_URL (default http://127.0.0.1:3000), $OPENALICE_SCHEDULER_TOKEN or
+                               # $INTERNAL_SECRET (or token=..., secret=..., auth="iam": see SchedulerClient)
 with scheduler.lease(kind="renderer", ttl_seconds=600) as lease:  # waits until the worker is ready
     render_on(lease.endpoint)  # renewed in the background, released on exit
 ```
 """
 
+from .callers import AddedCaller, Callers
 from .client import DEFAULT_URL, SchedulerClient, __version__, lease
+from .credentials import Credential, CredentialError
 from .errors import (
     BootFailed,
     BudgetExceeded,
@@ -31,14 +34,19 @@ from .errors import (
     WorkerNotReady,
 )
 from .leasing import LeaseHandle
-from .models import Lease
+from .models import Caller, Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __all__ = [
     "DEFAULT_URL",
+    "AddedCaller",
     "BootFailed",
     "BudgetExceeded",
+    "Caller",
+    "Callers",
     "Conflict",
+    "Credential",
+    "CredentialError",
     "Forbidden",
     "Gone",
     "InvalidRequest",

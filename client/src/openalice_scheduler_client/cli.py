@@ -1,6 +1,6 @@
 """`leasectl`: the lease API from the command line.
 
-    leasectl [--url URL] [--secret S] [--json] COMMAND
+    leasectl [--url URL] [--token T | --secret S | --auth iam [--region R] [--profile P]] [--json] COMMAND
 
 Exit codes: 0 success, 1 the API refused or failed (code and message on stderr), 2 usage error,
 3 the service cannot be reached, 4 the worker never became ready (`--wait`, `wait`: it failed to boot,
@@ -11,7 +11,8 @@ exit 1 or 3 (API Gateway's `{"message": ...}` 401/403 bodies and unreachable ser
 to it). `watch --json` is a stream: one JSON document (a list body) per line per refresh.
 
 This module is the entry point: the whole parser, the dispatch to the command modules (`cli_leases`,
-`cli_watch`, `cli_usage`, `cli_ops`, `cli_completion`, which share `cli_context`), and error reporting.
+`cli_watch`, `cli_usage`, `cli_ops`, `cli_callers`, `cli_completion`, which share `cli_context`), and error
+reporting. The credential options are the client's arguments: `openalice_scheduler_client.auth` chooses.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from .auth import AUTH_ENV, MODES, SECRET_ENV, TOKEN_ENV
+from .cli_callers import add_callers_parser, cmd_callers
 from .cli_completion import add_completion_parser, cmd_completion
 from .cli_context import EXIT_API_ERROR, EXIT_OK, EXIT_UNREACHABLE, PROG, Command, Context
 from .cli_leases import LEASE_COMMANDS, add_lease_parsers, check_release
@@ -32,8 +35,9 @@ from .cli_progress import WaitProgress
 from .cli_style import CLEAR_EOL, ExampleFormatter, example_epilog, format_remaining, format_table, isatty
 from .cli_usage import add_usage_parser, cmd_usage
 from .cli_watch import add_watch_parser, cmd_watch
+from .client import SchedulerClient
 from .errors import SchedulerError, ServiceUnreachable, Unauthorized
-from .transport import DEFAULT_URL, SECRET_ENV, URL_ENV
+from .transport import DEFAULT_URL, URL_ENV
 
 # What callers and tests take from `leasectl`'s module besides `main`.
 __all__ = ["CLEAR_EOL", "WaitProgress", "build_parser", "format_remaining", "format_table", "main"]
@@ -43,6 +47,7 @@ COMMANDS: dict[str, Command] = {
     "watch": cmd_watch,
     "usage": cmd_usage,
     **OPERATIONS,
+    "callers": cmd_callers,
     "completion": cmd_completion,
 }
 
@@ -53,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Acquire, inspect, renew and release worker leases of the OpenAlice scheduler.",
         epilog=(
-            f"environment: {URL_ENV} (default {DEFAULT_URL}), {SECRET_ENV}.\n"
+            f"environment: {URL_ENV} (default {DEFAULT_URL}); one credential: {TOKEN_ENV} (--token),\n"
+            f"{SECRET_ENV} (--secret), or {AUTH_ENV}=iam (--auth iam: SigV4 from the AWS credential chain,\n"
+            "AWS_PROFILE, AWS_REGION). Options beat the environment; two credential options are an error.\n"
             "exit codes: 0 success, 1 the API refused or failed, 2 usage error, 3 service unreachable,\n"
             "4 the worker never became ready (acquire --wait, wait).\n"
             "`leasectl COMMAND --help` shows what COMMAND does, with an example."
@@ -62,7 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--url", help=f"scheduler base URL (default: ${URL_ENV} or {DEFAULT_URL})")
     parser.add_argument(
-        "--secret", metavar="S", help=f"internal secret sent as X-Internal-Secret (default: ${SECRET_ENV})"
+        "--token", metavar="T", help=f"your caller token, sent as Authorization: Bearer (default: ${TOKEN_ENV})"
+    )
+    parser.add_argument(
+        "--secret", metavar="S", help=f"shared secret sent as X-Internal-Secret (default: ${SECRET_ENV})"
+    )
+    parser.add_argument(
+        "--auth", choices=MODES, help=f"how to authenticate (default: ${AUTH_ENV}, else by the variable that is set)"
+    )
+    parser.add_argument(
+        "--region", metavar="R", help="the API's AWS region, for --auth iam (default: from the URL, AWS_REGION)"
+    )
+    parser.add_argument(
+        "--profile", metavar="P", help="the AWS profile to sign as, for --auth iam (default: AWS_PROFILE)"
     )
     parser.add_argument(
         "--json", action="store_true", help="print the API's JSON body on stdout instead of human-readable text"
@@ -72,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_usage_parser(commands)
     add_watch_parser(commands)
     add_operations(parser, commands)
+    add_callers_parser(commands)
     add_completion_parser(commands)
     for name, sub in commands.choices.items():
         sub.epilog = example_epilog(name)
@@ -79,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(ctx: Context, error: SchedulerError) -> int:
+def _report(ctx: Context, client: SchedulerClient, error: SchedulerError) -> int:
     if ctx.json:
         ctx.print_json(error.envelope())
     if isinstance(error, ServiceUnreachable):
@@ -89,8 +109,8 @@ def _report(ctx: Context, error: SchedulerError) -> int:
     for problem in error.details.get("problems") or []:
         if isinstance(problem, dict):
             ctx.stderr.write(f"  {problem.get('field', '?')}: {problem.get('problem', '?')}\n")
-    if isinstance(error, Unauthorized) and not (ctx.args.secret or os.environ.get(SECRET_ENV)):
-        ctx.stderr.write(f"  (no secret given: pass --secret or set {SECRET_ENV})\n")
+    if isinstance(error, Unauthorized) and not client.credential.present:
+        ctx.stderr.write(f"  (no credential given: pass --token or --secret, or set {TOKEN_ENV} or {SECRET_ENV})\n")
     return EXIT_API_ERROR
 
 
@@ -122,18 +142,20 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     check_release(parser, args)
     if getattr(args, "lease_id", None) == "":
         parser.error("ID must not be empty")
+    if getattr(args, "name", None) == "":
+        parser.error("NAME must not be empty")
     ctx = Context(parser, args, out, err)
     # watch refreshes every second: one quick attempt per frame beats a long retry behind it.
     overrides: dict[str, Any] = {"retries": 0, "timeout": 10.0} if args.command == "watch" else {}
     try:
         client = ctx.client(**overrides)
-    except ValueError as bad:  # a malformed --url / $SCHEDULER_URL
+    except ValueError as bad:  # a malformed --url / $SCHEDULER_URL, credential options that disagree (CredentialError)
         parser.error(str(bad))
     try:
         with client, _log_to(err):
             return COMMANDS[args.command](ctx, client)
     except SchedulerError as error:
-        return _report(ctx, error)
+        return _report(ctx, client, error)
     except KeyboardInterrupt:
         err.write("\n")
         return 130

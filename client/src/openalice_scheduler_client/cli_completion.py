@@ -1,5 +1,9 @@
 """`leasectl completion bash|zsh|fish`: shell completion scripts, generated from the argument parser itself,
-so every subcommand, option and choice the parser knows is completed and none it does not."""
+so every subcommand, option and choice the parser knows is completed and none it does not.
+
+A command is a path: `list`, or a group's action, `callers add`. Each script first finds the path of the words
+typed so far (skipping the global options and their values), then offers that command's options, choices and
+actions."""
 
 from __future__ import annotations
 
@@ -23,18 +27,22 @@ class _Option:
 
 @dataclass
 class _Command:
-    name: str
+    name: str  # its path: `list`, `callers add`
     help: str
     options: list[_Option] = field(default_factory=list)
-    positional_choices: list[str] = field(default_factory=list)
+    positional_choices: list[str] = field(default_factory=list)  # a group's are its actions
+    is_group: bool = False
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser] | None:
+    found = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    return found[0] if found else None
 
 
 def _options(parser: argparse.ArgumentParser) -> tuple[list[_Option], list[str]]:
     options: list[_Option] = []
     positional: list[str] = []
     for action in parser._actions:  # argparse has no public walk of its actions
-        if isinstance(action, argparse._SubParsersAction):
-            continue
         choices = [str(choice) for choice in action.choices or ()]
         if action.option_strings:
             takes_value = action.nargs != 0
@@ -44,13 +52,18 @@ def _options(parser: argparse.ArgumentParser) -> tuple[list[_Option], list[str]]
     return options, positional
 
 
-def _commands(parser: argparse.ArgumentParser) -> list[_Command]:
-    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[_Command]:
+    """Every command of the parser, each group followed by its actions."""
+    subparsers = _subparsers(parser)
+    if subparsers is None:
+        return []
     helps = {choice.dest: choice.help or "" for choice in subparsers._choices_actions}
     commands = []
     for name, sub in subparsers.choices.items():
         options, positional = _options(sub)
-        commands.append(_Command(name, helps.get(name, ""), options, positional))
+        group = _subparsers(sub) is not None
+        commands.append(_Command(prefix + name, helps.get(name, ""), options, positional, group))
+        commands += _commands(sub, prefix + name + " ")
     return commands
 
 
@@ -74,7 +87,11 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         name for command in commands for option in command.options if option.takes_value for name in option.names
     }
     valued = sorted((valued_options | set(valued_globals)) - set(choices))
-    command_names = [command.name for command in commands]
+    command_names = [command.name for command in commands if " " not in command.name]
+    groups = [command.name for command in commands if command.is_group]
+    # The first word that is no option is the command; a group's takes the next such word too (`callers add`).
+    found = '            *) command="${command:+$command }${COMP_WORDS[i]}"'
+    found += f'; case "$command" in {"|".join(groups)}) ;; *) break ;; esac ;;' if groups else "; break ;;"
     global_names = [name for option in global_options for name in option.names]
     lines = [
         f"# bash completion for {prog}: source <({prog} completion bash)",
@@ -84,7 +101,7 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         '        case "${COMP_WORDS[i]}" in',
         f"            {'|'.join(valued_globals) or '--'}) ((i++)) ;;",
         "            -*) ;;",
-        '            *) command="${COMP_WORDS[i]}"; break ;;',
+        found,
         "        esac",
         "    done",
         '    case "$prev" in',
@@ -102,7 +119,7 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
     for command in commands:
         names = [name for option in command.options for name in option.names]
         lines.append(
-            f'        {command.name}) options="{_shell_words(names)}"; '
+            f'        "{command.name}") options="{_shell_words(names)}"; '
             f'arguments="{_shell_words(command.positional_choices)}" ;;'
         )
     lines += [
@@ -135,29 +152,62 @@ def _fish_quote(text: str) -> str:
 
 
 def fish_script(parser: argparse.ArgumentParser) -> str:
-    """A fish completion script: subcommands, then each one's options and their choices."""
+    """A fish completion script: a function telling which command is being typed (`__<prog>_is PATH`), then the
+    commands, and each one's options, choices and actions under that condition."""
     prog = parser.prog
+    function = f"__{prog.replace('-', '_')}_is"
     commands = _commands(parser)
-    names = " ".join(command.name for command in commands)
-    lines = [f"# fish completion for {prog}: {prog} completion fish | source", f"complete -c {prog} -f"]
     global_options, _ = _options(parser)
+    valued_globals = [name for option in global_options if option.takes_value for name in option.names]
+    groups = [command.name for command in commands if command.is_group]
+    lines = [
+        f"# fish completion for {prog}: {prog} completion fish | source",
+        f"function {function} --argument-names expected --description 'is the {prog} command typed so far this one'",
+        "    set -l words (commandline -opc)",
+        "    set -e words[1]",
+        "    set -l path",
+        "    set -l skip 0",
+        "    for word in $words",
+        "        if test $skip = 1",
+        "            set skip 0",
+        "            continue",
+        "        end",
+        "        switch $word",
+        f"            case {' '.join(valued_globals) or '--'}",
+        "                set skip 1",
+        "            case '-*'",
+        "            case '*'",
+        "                set -a path $word",
+        f"                if not contains -- $path[1] {' '.join(groups) or '--'}; or test (count $path) -ge 2",
+        "                    break",
+        "                end",
+        "        end",
+        "    end",
+        "    set -l typed (string join ' ' -- $path)",
+        '    test "$typed" = "$expected"',
+        "end",
+        f"complete -c {prog} -f",
+    ]
+    top = f"{function} ''"
     for option in global_options:
-        lines.append(_fish_option(prog, "__fish_use_subcommand", option))
+        lines.append(_fish_option(prog, top, option))
     for command in commands:
-        lines.append(f"complete -c {prog} -n '__fish_use_subcommand' -a {command.name} -d {_fish_quote(command.help)}")
+        parent, _, name = command.name.rpartition(" ")
+        condition = f"{function} {_fish_quote(parent)}"
+        lines.append(f'complete -c {prog} -n "{condition}" -a {name} -d {_fish_quote(command.help)}')
     for command in commands:
-        condition = f"__fish_seen_subcommand_from {command.name}"
+        condition = f"{function} {_fish_quote(command.name)}"
         for option in command.options:
             lines.append(_fish_option(prog, condition, option))
-        if command.positional_choices:
+        if command.positional_choices and not command.is_group:  # a group's actions are commands (above)
             choices = " ".join(command.positional_choices)
-            lines.append(f"complete -c {prog} -n '{condition}' -a {_fish_quote(choices)}")
-    lines.append(f"# subcommands: {names}")
+            lines.append(f'complete -c {prog} -n "{condition}" -a {_fish_quote(choices)}')
+    lines.append(f"# commands: {', '.join(command.name for command in commands)}")
     return "\n".join(lines) + "\n"
 
 
 def _fish_option(prog: str, condition: str, option: _Option) -> str:
-    parts = [f"complete -c {prog} -n '{condition}'"]
+    parts = [f'complete -c {prog} -n "{condition}"']
     for name in option.names:
         parts.append(f"-l {name[2:]}" if name.startswith("--") else f"-s {name[1:]}")
     if option.choices:

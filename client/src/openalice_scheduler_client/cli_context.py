@@ -33,7 +33,16 @@ class Context:
         self.stderr = stderr
 
     def client(self, **overrides: Any) -> SchedulerClient:
-        return SchedulerClient(self.args.url, self.args.secret, **overrides)
+        args = self.args
+        return SchedulerClient(
+            args.url,
+            args.secret,
+            token=args.token,
+            auth=args.auth,
+            region=args.region,
+            profile=args.profile,
+            **overrides,
+        )
 
     def show_lease(self, lease: Lease, body: dict[str, Any]) -> None:
         if self.json:

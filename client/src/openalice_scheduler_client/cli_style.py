@@ -145,6 +145,8 @@ def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_pa
         ("cost_ceiling", "-" if lease.max_cost_per_hour is None else f"${lease.max_cost_per_hour:.4f}"),
         ("cost_usd", format_dollars(lease.cost_usd)),
         ("failure_reason", lease.failure_reason or "-"),
+        ("created_by", lease.created_by or "-"),
+        ("ended_by", lease.ended_by or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     return [f"{name.ljust(width)}  {value}" for name, value in fields]
@@ -166,6 +168,13 @@ EXAMPLES: dict[str, str] = {
     "health": "leasectl health",
     "logs": "leasectl logs 10eb885b-1051-480d-b839-dafaec1f503f --tail 50 --follow --owner anim-svc",
     "completion": 'eval "$(leasectl completion bash)"      # or: leasectl completion fish | source',
+    "callers": "leasectl --token $(cat .local/admin-token) callers add anim --owner anim-service --role service\n"
+    "  leasectl --auth iam callers list",
+    "callers add": "leasectl callers add anim --owner anim-service --role service   # prints its token once\n"
+    "  leasectl callers add ops --role operator --principal-arn arn:aws:iam::123456789012:role/ops  # iam mode",
+    "callers list": "leasectl --json callers list | jq -r '.callers[].name'",
+    "callers rotate": "leasectl callers rotate anim --grace 30m   # the old token works 30 more minutes",
+    "callers remove": "leasectl callers remove anim",
 }
 
 

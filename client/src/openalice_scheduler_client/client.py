@@ -18,6 +18,8 @@ from datetime import date
 from typing import Any
 from urllib.parse import quote
 
+from .callers import Callers
+from .credentials import Credential
 from .errors import BootFailed, InvalidResponse, NotFound, ReadyTimeout, SchedulerError, error_from_response
 from .leasing import LeaseHandle, hold
 from .models import Lease
@@ -37,8 +39,11 @@ MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API 
 class SchedulerClient(Transport):
     """A client of the scheduler's lease API (openapi.yaml).
 
-    `url` defaults to `$SCHEDULER_URL` or `http://127.0.0.1:3000`; `secret` (sent as
-    `X-Internal-Secret`) to `$INTERNAL_SECRET`. `timeout` is per HTTP attempt; `retries`,
+    `url` defaults to `$SCHEDULER_URL` or `http://127.0.0.1:3000`. One credential, as the service's AUTH_MODE
+    expects: `secret` (`X-Internal-Secret`, default `$INTERNAL_SECRET`), `token` (`Authorization: Bearer`, default
+    `$OPENALICE_SCHEDULER_TOKEN`), or `auth="iam"`: SigV4 from botocore's default credential chain (`profile`,
+    `region`; the `iam` extra). Arguments beat the environment and two that disagree are a CredentialError (the
+    rules: `openalice_scheduler_client.auth`). `timeout` is per HTTP attempt; `retries`,
     `backoff`, `max_backoff` and `retry_deadline` bound the retries described in the module doc.
     Pass a `requests.Session` to share connections or adapters; otherwise the client owns one and
     `close()` (or leaving `with SchedulerClient() as client:`) closes it. Methods are safe to call
@@ -46,6 +51,11 @@ class SchedulerClient(Transport):
     """
 
     # --- the API ---------------------------------------------------------------------------------
+
+    @property
+    def callers(self) -> Callers:
+        """The callers registry: `add`, `list`, `rotate`, `remove` (operators only)."""
+        return Callers(self)
 
     def health(self) -> dict[str, Any]:
         """`GET /health`: the service's health document (no secret needed)."""
@@ -367,6 +377,10 @@ def lease(
     *,
     url: str | None = None,
     secret: str | None = None,
+    token: str | None = None,
+    auth: str | Credential | None = None,
+    region: str | None = None,
+    profile: str | None = None,
     renew_every: float | None = None,
     wait_ready: bool = True,
     ready_timeout: float = 600.0,
@@ -374,10 +388,11 @@ def lease(
 ) -> Iterator[LeaseHandle]:
     """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
 
-    `url`/`secret` default to `$SCHEDULER_URL`/`$INTERNAL_SECRET`; the rest is as `SchedulerClient.lease`.
+    `url` and the credential (`secret`, `token`, `auth`, `region`, `profile`) are as for `SchedulerClient`; the rest
+    is as `SchedulerClient.lease`.
     """
     with (
-        SchedulerClient(url, secret) as client,
+        SchedulerClient(url, secret, token=token, auth=auth, region=region, profile=profile) as client,
         hold(
             client,
             kind=kind,

@@ -54,13 +54,16 @@ class InvalidRequest(SchedulerError):
 
 
 class Unauthorized(SchedulerError):
-    """401: no `X-Internal-Secret` was sent (API Gateway's `{"message": "Unauthorized"}`)."""
+    """401: no credential was sent (API Gateway's `{"message": "Unauthorized"}`), or (AUTH_MODE=token) the token is
+    unknown, revoked, expired or malformed (the service's `unauthorized`, one answer whichever it was)."""
 
     default_code = "unauthorized"
 
 
 class Forbidden(SchedulerError):
-    """403: the secret is wrong, or `X-Lease-Owner` does not match the lease's owner."""
+    """403: the secret is wrong or a SigV4 signature refused (API Gateway's body, its message saying why), or the
+    caller may not do this: another owner's, a viewer changing something, managing callers without being an
+    operator (`forbidden`; AUTH_MODE=secret: `X-Lease-Owner` does not match the lease's owner)."""
 
     default_code = "forbidden"
 

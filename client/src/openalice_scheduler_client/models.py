@@ -1,4 +1,5 @@
-"""The Lease the API returns (openapi.yaml `Lease`), as a typed, immutable value, and the API's vocabulary.
+"""The Lease and the Caller the API returns (openapi.yaml `Lease`, `Caller`) as typed, immutable values, and the
+API's vocabulary.
 
 Each name of the contract is written here once, as openapi.yaml has it (the client reads no YAML and imports
 nothing of the service); tests/client/test_wire_contract.py holds every one of them to openapi.yaml.
@@ -21,6 +22,7 @@ ENDED_STATUSES = frozenset(STATUSES) - LIVE_STATUSES
 USABLE_STATUSES = (PENDING, ACTIVE)  # live and not being released: its expires_at means something
 WORKER_STATES = ("starting", "ready")  # Lease.worker_state
 STARTING, READY = WORKER_STATES
+ROLES = ("service", "operator", "viewer")  # Role: what a caller of the registry may do
 
 
 def parse_time(value: Any) -> datetime:
@@ -73,6 +75,8 @@ class Lease:
     ready_at: datetime | None = None
     max_cost_per_hour: float | None = None
     cost_usd: float | None = None  # accrued so far while live, final once ended
+    created_by: str | None = None  # the caller whose acquire made it (null from a service older than callers)
+    ended_by: str | None = None  # who ended it: a caller's name, sweep, ttl-stream or reconciler; null while live
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -104,6 +108,8 @@ class Lease:
                 ready_at=_optional_time(data.get("ready_at")),
                 max_cost_per_hour=_optional_float(data.get("max_cost_per_hour")),
                 cost_usd=_optional_float(data.get("cost_usd")),
+                created_by=_optional_str(data.get("created_by")),
+                ended_by=_optional_str(data.get("ended_by")),
                 raw=dict(data),
             )
         except KeyError as missing:
@@ -129,3 +135,43 @@ class Lease:
     def remaining(self, now: datetime | None = None) -> timedelta:
         """Time left until `expires_at` (negative once past), from `now` (default: the current time)."""
         return self.expires_at - (now or datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A caller of the registry (`GET /v1/callers`): never its token, which only `add` and `rotate` show, once.
+
+    `owners` are the owner ids it may act as, the first its default; `principal_arn` the IAM user or role it signs
+    as (AUTH_MODE=iam); `created_by` the operator who added it. `raw` is the JSON object as received.
+    """
+
+    name: str
+    role: str
+    owners: tuple[str, ...]
+    principal_arn: str | None
+    created_at: datetime
+    created_by: str
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Caller:
+        """Build a Caller from the API's JSON object; ValueError when a required field is missing or bad."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a caller must be a JSON object, got {type(data).__name__}")
+        try:
+            owners = data["owners"]
+            if not isinstance(owners, list):
+                raise TypeError(f"owners is a {type(owners).__name__}, not a list")
+            return cls(
+                name=str(data["name"]),
+                role=str(data["role"]),
+                owners=tuple(str(owner) for owner in owners),
+                principal_arn=_optional_str(data.get("principal_arn")),
+                created_at=parse_time(data["created_at"]),
+                created_by=str(data["created_by"]),
+                raw=dict(data),
+            )
+        except KeyError as missing:
+            raise ValueError(f"caller is missing the field {missing.args[0]!r}") from missing
+        except TypeError as error:
+            raise ValueError(f"caller has a field of the wrong type: {error}") from error

@@ -24,11 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import requests
 from urllib3.exceptions import NewConnectionError
 
+from .auth import resolve_credential
+from .credentials import Credential
 from .errors import InvalidResponse, SchedulerError, ServiceUnreachable, error_from_response
 from .version import __version__
 
@@ -36,7 +38,6 @@ logger = logging.getLogger("openalice_scheduler_client")
 
 DEFAULT_URL = "http://127.0.0.1:3000"
 URL_ENV = "SCHEDULER_URL"
-SECRET_ENV = "INTERNAL_SECRET"  # noqa: S105 - the name of the variable, not a secret
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 # 429s that only free when one of the owner's leases ends: retrying within a backoff window cannot help.
 NOT_RETRIED_CODES = frozenset({"quota_exceeded", "budget_exceeded"})
@@ -93,8 +94,8 @@ def _decode(response: requests.Response) -> Any:
 
 
 class Transport:
-    """Where the scheduler is, how to authenticate, and how hard to retry: the settings and the HTTP
-    session of a `SchedulerClient`, and the one place a request is sent (`_send`)."""
+    """Where the scheduler is, how to authenticate (`credential`, chosen as `auth` says), and how hard to retry:
+    the settings and the HTTP session of a `SchedulerClient`, and the one place a request is sent (`_send`)."""
 
     _sleep = staticmethod(time.sleep)  # the pause between attempts (a seam for tests)
 
@@ -103,6 +104,10 @@ class Transport:
         url: str | None = None,
         secret: str | None = None,
         *,
+        token: str | None = None,
+        auth: str | Credential | None = None,
+        region: str | None = None,
+        profile: str | None = None,
         timeout: float = 30.0,
         retries: int = 4,
         backoff: float = 0.5,
@@ -117,7 +122,9 @@ class Transport:
         if timeout <= 0 or retries < 0 or backoff < 0 or max_backoff < 0 or retry_deadline < 0:
             raise ValueError("timeout must be positive; retries, backoff and deadlines must not be negative")
         self.url = resolved
-        self.secret = secret if secret is not None else os.environ.get(SECRET_ENV)
+        self.credential = resolve_credential(
+            resolved, secret=secret, token=token, auth=auth, region=region, profile=profile
+        )
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -127,7 +134,7 @@ class Transport:
         self._session = session if session is not None else requests.Session()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(url={self.url!r}, secret={'set' if self.secret else 'unset'})"
+        return f"{type(self).__name__}(url={self.url!r}, auth={self.credential!r})"
 
     def __enter__(self) -> Self:
         return self
@@ -146,8 +153,10 @@ class Transport:
             self._session.close()
 
     def copy(self, **overrides: Any) -> Self:
-        """A client with the same settings (but `overrides`) and its own session (a passed-in one is shared)."""
+        """A client with the same settings and credential (but `overrides`) and its own session (a passed-in one is
+        shared)."""
         settings: dict[str, Any] = {
+            "auth": self.credential,
             "timeout": self.timeout,
             "retries": self.retries,
             "backoff": self.backoff,
@@ -156,12 +165,10 @@ class Transport:
             "session": None if self._owns_session else self._session,
         }
         settings.update(overrides)
-        return type(self)(self.url, self.secret, **settings)
+        return type(self)(self.url, **settings)
 
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": f"openalice-scheduler-client/{__version__}"}
-        if self.secret:
-            headers["X-Internal-Secret"] = self.secret
         headers.update(extra or {})
         return headers
 
@@ -181,7 +188,8 @@ class Transport:
         all_headers = self._headers(headers)
         if data is not None:
             all_headers["Content-Type"] = "application/json"
-        url = self.url + path
+        # The query is encoded here, spaces as %20, so that what is sent is what a SigV4 signature covers.
+        url = self.url + path + (f"?{urlencode(params, quote_via=quote, safe='-_.~')}" if params else "")
         started = time.monotonic()
         may_have_applied = False
         attempt = 0
@@ -193,9 +201,9 @@ class Transport:
                 response = self._session.request(
                     method,
                     url,
-                    params=params,
                     data=data,
                     headers=all_headers,
+                    auth=self.credential,  # applied to each attempt: a retry is signed afresh
                     timeout=(min(self.timeout, 10.0), self.timeout),
                     allow_redirects=False,
                 )

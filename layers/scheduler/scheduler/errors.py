@@ -40,7 +40,11 @@ class Forbidden(SchedulerError):
 
 class OtherOwnersLease(LeaseNotFound):
     """A service caller asked for another owner's lease: answered word for word as a lease that does not exist,
-    and logged and counted as the refused authorization it is."""
+    and logged and counted as the refused authorization it is (`reason`: why, for the log line only)."""
+
+    def __init__(self, lease_id: str, reason: str) -> None:
+        super().__init__(f"lease {lease_id} not found")
+        self.reason = reason
 
 
 class NotLeaseOwner(Forbidden):

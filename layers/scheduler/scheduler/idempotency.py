@@ -1,8 +1,10 @@
 """Idempotent acquire: a repeated `Idempotency-Key` with the same body answers with the lease the first made.
 
 Built on powertools' Idempotency utility with its own DynamoDB table. The key is the caller's
-`Idempotency-Key`; the body is the validated LeaseRequest, so the same key with a different body
-is refused (409). A concurrent repeat waits for the first to finish rather than making a second
+`Idempotency-Key`, scoped to the caller (`callers.access.idempotency_key`: its name folded in, so another
+caller's key never replays its lease; in `secret` mode the key as sent, as it always was, so keys remembered
+before still match); the body is the validated LeaseRequest with its owner decided, so the same key with a
+different body is refused (409). A concurrent repeat waits for the first to finish rather than making a second
 worker. A failed acquire is not remembered, so it can be retried with the same key.
 
 A repeat answers the lease as it is now, read from the store (renewed: its new expiry), never the
@@ -27,6 +29,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
+from scheduler.callers.access import idempotency_key
 from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound
@@ -37,6 +40,7 @@ from scheduler.models import Lease, format_time
 from scheduler.wire import HEADERS
 
 if TYPE_CHECKING:  # only the acquire path builds one
+    from scheduler.callers.model import Caller
     from scheduler.request_models import LeaseRequest
 
 _KEY = HEADERS["Idempotency-Key"]
@@ -85,16 +89,18 @@ class IdempotentAcquire:
         acquire: Callable[[], AcquireOutcome],
         lambda_context: Any = None,
         deadline: Deadline | None = None,
+        *,
+        caller: Caller,
     ) -> AcquireOutcome:
-        """`acquire()`'s outcome the first time a key is seen with this body; `Replayed` for a repeat whose
-        lease is still usable, LeaseConflict (saying how it ended) for one whose lease is not."""
+        """`acquire()`'s outcome the first time `caller` sends a key with this body; `Replayed` for its repeat
+        whose lease is still usable, LeaseConflict (saying how it ended) for one whose lease is not."""
         if text_problem(key, _KEY) is not None:  # its pattern: printable ASCII
             shortest, longest = _KEY.get("min_length", 0), _KEY.get("max_length")
             raise InvalidRequest(f"Idempotency-Key must be {shortest}..{longest} printable ASCII characters")
         if lambda_context is not None:
             # Lets a key whose first request died with its function be retried once that timeout passed.
             self.config.register_lambda_context(lambda_context)
-        attempt = {"key": key, "body": request.as_json()}
+        attempt = {"key": idempotency_key(caller, key), "body": request.as_json()}
         self._invocation.acquire = acquire
         wait_until = or_never(deadline).sooner(_WAIT_SECONDS)
         while True:

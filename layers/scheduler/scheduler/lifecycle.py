@@ -18,6 +18,9 @@ READY_TIMEOUT_SECONDS) is ended through `claim_boot_failed`, which only a still-
 A lease is *live* (it may own a worker, and sits in the sweep index) while pending, active or
 releasing. Every end goes through a claim (`releasing`) first, except `fail_pending` (acquire gave
 up and removed the worker itself), so two actors can never both release one worker.
+
+The audit trail is written by the same transitions: `created_by` with the new item, `claimed_by` with a claim
+(kept by a claim that takes over a stale one, as its outcome is), `ended_by` with the end.
 """
 
 from __future__ import annotations
@@ -78,15 +81,21 @@ class Write(Enum):
     RECORD_WORKER = "provider, provider_token, endpoint, cost_per_hour, worker_ends_epoch (when the provider ends it)"
     EXTEND = "expires_at, due_at and the TTL move to now + ttl"
     HOLD_COUNTERS = "held_counters: the cap/quota slots the lease holds"
-    TAKE_CLAIM = "claim_id, release_outcome; due_at and the TTL move to the claim's deadline"
+    TAKE_CLAIM = (
+        "claim_id, release_outcome, claimed_by (who claims: a caller's name, sweep, ttl-stream, reconciler); due_at and"
+        " the TTL move to the claim's deadline. A claim that keeps the outcome keeps claimed_by too (the end is the"
+        " first claimant's)"
+    )
     RECORD_REASON = "failure_reason"
     END = "released_at; the TTL moves to the end of retention"
-    LEAVE_INDEX = "live_shard, due_at, starting_shard, claim_id, release_outcome, held_counters removed"
+    LEAVE_INDEX = "live_shard, due_at, starting_shard, claim_id, release_outcome, claimed_by, held_counters removed"
     GIVE_BACK_COUNTERS = "every held cap/quota slot given back, in the same transaction"
     TAKE_COUNTERS = "a slot of each cap/quota taken, in the same transaction"
     WORKER_STATE = "worker_state: starting, or ready with ready_at when the provider says it runs at once"
     CHECKED = "ready_checked_epoch: when a caller last asked the provider about readiness"
     READY = "worker_state ready and ready_at, starting_shard removed (once: only a starting lease takes it)"
+    CREATED_BY = "created_by: the caller whose acquire recorded the lease (with the new item; never changed)"
+    ENDED_BY = "ended_by: who ended the lease (a finished claim's claimed_by; fail_pending: whoever gave up on it)"
     REWEIGH_COUNTERS = (
         "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
         " spend at renew), the difference taken or given back in the same transaction"
@@ -118,10 +127,14 @@ class Transition(NamedTuple):
 
 
 _P, _A, _R = LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING
-_END = (Write.END, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS)
+_END = (Write.END, Write.ENDED_BY, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS)
 
 RECORD = Transition(
-    "record", None, _P, writes=(Write.ENTER_INDEX, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS), verb="recorded"
+    "record",
+    None,
+    _P,
+    writes=(Write.ENTER_INDEX, Write.CREATED_BY, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS),
+    verb="recorded",
 )
 MOVE_SLOT = Transition("move_slot", frozenset({_P}), _P, writes=(Write.HOLD_COUNTERS,), verb="moved")
 ACTIVATE = Transition(

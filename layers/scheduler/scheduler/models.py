@@ -81,6 +81,8 @@ class Lease:
         "ready_at",
         "max_cost_per_hour",
         "cost_usd",
+        "created_by",
+        "ended_by",
     )
     REQUIRED = frozenset({"lease_id", "provider", "kind", "gpu", "status", "created_at", "expires_at", "ttl_seconds"})
     __slots__ = FIELDS
@@ -106,6 +108,10 @@ class Lease:
     max_cost_per_hour: float | None
     # What the lease cost: accrued so far while live, final once ended (rate × time from create to release).
     cost_usd: float | None
+    # The audit trail: who acquired the lease, and who ended it (a caller's name, or sweep, ttl-stream, reconciler);
+    # null on a lease recorded before the service kept them, and ended_by while the lease is live.
+    created_by: str | None
+    ended_by: str | None
 
     def __init__(
         self,
@@ -130,6 +136,8 @@ class Lease:
         ready_at: datetime | None = None,
         max_cost_per_hour: float | None = None,
         cost_usd: float | None = None,
+        created_by: str | None = None,
+        ended_by: str | None = None,
     ) -> None:
         values = locals()
         for name in self.FIELDS:
@@ -205,6 +213,8 @@ class Lease:
             "ready_at": _time(self.ready_at),
             "max_cost_per_hour": self.max_cost_per_hour,
             "cost_usd": cost_usd,
+            "created_by": self.created_by,
+            "ended_by": self.ended_by,
         }
 
 

@@ -17,6 +17,7 @@ from scheduler.deadline import Deadline, or_never
 
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
     from scheduler.api.identity import Identity
+    from scheduler.callers.model import Caller
     from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.context import Context
@@ -136,11 +137,12 @@ class Runtime:
             getattr(self, name)
         return self
 
-    def context(self, deadline: Deadline | None = None) -> Context:
-        """What the use cases work with in one invocation, whose provider calls end by `deadline` (None: no limit)."""
+    def context(self, deadline: Deadline | None, caller: Caller) -> Context:
+        """What the use cases work with in one invocation for `caller` (a request's, or the service's own), whose
+        provider calls end by `deadline` (None: no limit)."""
         from scheduler.leases.context import Context
 
-        return Context(self.store, self.providers, self.settings, self.limits, self.clock, or_never(deadline))
+        return Context(self.store, self.providers, self.settings, self.limits, self.clock, or_never(deadline), caller)
 
     @cached_property
     def store(self) -> LeaseStorePort:

@@ -282,7 +282,7 @@ LIST_LEASES_QUERY: Final[ListLeasesQueryRules] = {
 RELEASE_OWNER_LEASES_QUERY: Final[ReleaseOwnerLeasesQueryRules] = {
     "owner_id": {
         "type": "string",
-        "required": True,
+        "required": False,
         "nullable": False,
         "max_length": 128,
         "pattern": "[!-~]([ -~]*[!-~])?",
@@ -407,6 +407,8 @@ LEASE_FIELDS: Final = (
     "ready_at",
     "max_cost_per_hour",
     "cost_usd",
+    "created_by",
+    "ended_by",
 )
 
 # Lease: the properties always sent
@@ -431,6 +433,8 @@ LEASE_REQUIRED: Final = (
     "ready_at",
     "max_cost_per_hour",
     "cost_usd",
+    "created_by",
+    "ended_by",
 )
 
 # Lease: the properties that may be null
@@ -446,6 +450,8 @@ LEASE_NULLABLE: Final = (
     "ready_at",
     "max_cost_per_hour",
     "cost_usd",
+    "created_by",
+    "ended_by",
 )
 
 # LeaseStatus

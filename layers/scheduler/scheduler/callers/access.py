@@ -84,7 +84,7 @@ def lease_access(
         refuse_change(caller)
     if caller.role is Role.SERVICE and lease_owner not in caller.owners:
         # Not "forbidden": to a service another owner's lease does not exist (its id reveals nothing).
-        raise OtherOwnersLease(f"lease {lease_id} not found")
+        raise OtherOwnersLease(lease_id, f"another owner's lease: caller {caller.name} does not act for its owner")
     return lease_owner
 
 

@@ -39,6 +39,10 @@ class Caller(NamedTuple):
 
 SHARED_SECRET = Caller("shared-secret", Role.SERVICE, asserted=True)
 BOOTSTRAP_OPERATOR = Caller("admin", Role.OPERATOR)
+# The service itself, where no request is: what its scheduled and stream functions record as a lease's ended_by.
+SWEEP = Caller("sweep", Role.OPERATOR)
+TTL_STREAM = Caller("ttl-stream", Role.OPERATOR)
+RECONCILER = Caller("reconciler", Role.OPERATOR)
 
 # Names the service writes itself where a caller's name goes (a lease's created_by and ended_by): no caller
 # may take one, so that an audit line never reads as another actor's (openapi.yaml's CallerNameValue excludes them).

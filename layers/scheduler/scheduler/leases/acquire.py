@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from scheduler import policy
 from scheduler.budgets import SHARED_OWNER, Reweighing, is_budget
+from scheduler.callers.access import acquire_owner, check_owner_header
 from scheduler.clock import expiry_after
 from scheduler.costs import micros, money, usd
 from scheduler.deadline import Deadline
@@ -32,6 +33,7 @@ from scheduler.store.items import InvalidNumber, epoch
 from scheduler.store.prices import price_key
 
 if TYPE_CHECKING:  # only the acquire path builds one
+    from scheduler.callers.model import Caller
     from scheduler.leases.context import Context
     from scheduler.request_models import LeaseRequest
     from scheduler.store.port import LeaseStorePort
@@ -51,13 +53,25 @@ def new_lease_id() -> str:
     return str(uuid.uuid4())
 
 
+def owned_request(caller: Caller, request: LeaseRequest, header: str | None = None) -> LeaseRequest:
+    """The request with the owner its lease gets (`callers.access.acquire_owner`: the one it names, else the
+    caller's first; secret mode: as named), once the caller may acquire for it (`header`: the X-Lease-Owner
+    sent). What an Idempotency-Key's request is compared by, so a key means one owner's lease."""
+    check_owner_header(caller, header)
+    owner = acquire_owner(caller, request.owner_id)
+    return request if owner == request.owner_id else request._replace(owner_id=owner)
+
+
 def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) -> AcquireOutcome:
-    """The lease, active on the first provider in policy order that served, or why there is none.
+    """The lease, active on the first provider in policy order that served, or why there is none. Its owner is
+    the one the caller may acquire for (`owned_request`; Forbidden raised otherwise), and its quota and budgets
+    that owner's; it records the caller as its created_by.
 
     `lease_id` names the lease up front (so the caller's log lines carry it); default a new UUID.
     Every provider call ends by the context's deadline; a worker whose removal could not be confirmed by
     then leaves the lease `pending` for the reconciler.
     """
+    request = owned_request(ctx.caller, request)
     deadline = ctx.deadline
     candidates = policy.candidates_for(ctx.providers.in_order(), request)
     if not candidates:
@@ -79,6 +93,7 @@ def acquire(ctx: Context, request: LeaseRequest, lease_id: str | None = None) ->
         region=request.region,
         ttl_seconds=request.ttl_seconds,
         max_cost_per_hour=request.max_cost_per_hour,
+        created_by=ctx.caller.name,
     )
     slots = _Slots(ctx.store, ctx.limits, draft)
     recorded = slots.record_pending(candidates, request, deadline)
@@ -235,6 +250,7 @@ class _Attempts:
         self._pending = pending
         self._clock = ctx.clock
         self._deadline = ctx.deadline
+        self._by = ctx.caller.name  # who gives up on the lease, when it ends `failed` here
         self._worker_may_exist = False
         self._cheapest: float | None = None
 
@@ -272,7 +288,7 @@ class _Attempts:
             logger.warning("a worker may exist; the lease stays pending for the reconciler", extra=error.details)
             return NotAcquired(error, lease_id)
         reason = "; ".join(f"{name}: {why}" for name, why in refusals.items()) or message
-        ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason)
+        ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason, by=self._by)
         return NotAcquired(error, lease_id, ended)
 
     def refused(self, tried: list[Provider], refusals: dict[str, str], reason: str) -> NotAcquired:
@@ -280,7 +296,7 @@ class _Attempts:
         lease_id = self._pending.lease_id
         ended = False
         if _remove_everywhere(tried, lease_id, deadline=self._deadline):
-            ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason)
+            ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=reason, by=self._by)
         error = ProviderFailed(reason, details={"lease_id": lease_id, "providers": dict(refusals)})
         return NotAcquired(error, lease_id, ended)
 
@@ -308,7 +324,7 @@ class _Attempts:
             ended = False
             if removed and not isinstance(error, StoreUnavailable):
                 with contextlib.suppress(Exception):  # best effort: else the reconciler ends the pending row
-                    ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held)
+                    ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, by=self._by)
             if isinstance(error, InvalidNumber):
                 message = f"{provider.name} described the worker with a value the lease store cannot record: {error}"
                 return NotAcquired(ProviderFailed(message, details={"lease_id": lease_id}), lease_id, ended)
@@ -320,7 +336,8 @@ class _Attempts:
         refusal = self._slots.budget_refusal(limit)
         ended = False
         if _remove_everywhere([provider], lease_id, token, deadline=self._deadline):
-            ended = self._store.fail_pending(lease_id, self._clock(), self._slots.held, reason=refusal.message)
+            held, by = self._slots.held, self._by
+            ended = self._store.fail_pending(lease_id, self._clock(), held, reason=refusal.message, by=by)
         return NotAcquired(refusal, lease_id, ended)
 
 

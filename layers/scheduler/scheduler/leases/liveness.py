@@ -77,7 +77,9 @@ def end_lease_of_stopped_worker(ctx: Context, lease_id: str, token: str, reason:
     from scheduler.leases.workers import release_claimed
     from scheduler.providers.base import ProviderRequestFailed
 
-    claim = ctx.store.claim_failed(lease_id, ctx.clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason)
+    claim = ctx.store.claim_failed(
+        lease_id, ctx.clock(), status=LeaseStatus.ACTIVE, token=token, reason=reason, by=ctx.caller.name
+    )
     if claim is None:
         return None
     logger.warning(

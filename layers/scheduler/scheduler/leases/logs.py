@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from scheduler.errors import LeaseConflict, NotLeaseOwner, ProviderFailed, WorkerLogsGone
-from scheduler.lifecycle import LeaseStatus, owner_may_act
+from scheduler.callers.access import LeaseAction
+from scheduler.errors import LeaseConflict, ProviderFailed, WorkerLogsGone
+from scheduler.leases.owned import readable_lease
+from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, format_time
 from scheduler.providers.base import ProviderRequestFailed, ProviderUnreachable, WorkerGone
 from scheduler.worker_logs import LogQuery, RenderedLogs, render
@@ -22,13 +24,12 @@ class WorkerOutput(NamedTuple):
 
 
 def worker_logs(
-    ctx: Context, lease_id: str, owner: str | None, query: LogQuery, *, timestamps: bool = False
+    ctx: Context, lease_id: str, header: str | None, query: LogQuery, *, timestamps: bool = False
 ) -> WorkerOutput:
-    """The lease's worker output; LeaseNotFound, NotLeaseOwner, WorkerLogsGone (its worker no longer
-    exists), LeaseConflict (a pending lease whose worker is not made yet) or ProviderFailed."""
-    lease, providers = ctx.store.get(lease_id), ctx.providers
-    if not owner_may_act(lease.owner_id, owner):
-        raise NotLeaseOwner(f"lease {lease_id} belongs to another owner (X-Lease-Owner must name it)")
+    """The output of the worker of a lease the caller may read the logs of (`header`: the X-Lease-Owner sent);
+    LeaseNotFound, OtherOwnersLease, NotLeaseOwner, WorkerLogsGone (its worker no longer exists), LeaseConflict
+    (a pending lease whose worker is not made yet) or ProviderFailed."""
+    lease, providers = readable_lease(ctx, LeaseAction.LOGS, lease_id, header), ctx.providers
     if lease.provider not in providers.names:
         if lease.status.is_live and lease.provider_token is not None:  # its worker may still run there
             raise ProviderFailed(

@@ -133,7 +133,9 @@ def end_boot_failure(ctx: Context, lease: Lease, reason: str) -> Lease | None:
     stays `releasing` (with the reason) and the sweep finishes the release.
     """
     assert lease.provider_token is not None  # noqa: S101  # nosec B101
-    claim = ctx.store.claim_boot_failed(lease.lease_id, ctx.clock(), token=lease.provider_token, reason=reason)
+    claim = ctx.store.claim_boot_failed(
+        lease.lease_id, ctx.clock(), token=lease.provider_token, reason=reason, by=ctx.caller.name
+    )
     if claim is None:
         return None
     logger.warning(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from scheduler.callers.access import LeaseAction, readable_owners
 from scheduler.leases.outcomes import Read
+from scheduler.leases.owned import live_page, readable_lease
 from scheduler.models import Lease, ListFilter
 
 if TYPE_CHECKING:  # a read of a starting lease loads the readiness code (and the drivers) when it needs them
@@ -15,9 +17,10 @@ if TYPE_CHECKING:  # a read of a starting lease loads the readiness code (and th
 LeaseCheck = Callable[["Context", Lease], Read]
 
 
-def get(ctx: Context, lease_id: str, check: LeaseCheck | None = None) -> Read:
-    """Any lease still within its retention period; `check` may find its worker stopped and end it first."""
-    lease = ctx.store.get(lease_id)
+def get(ctx: Context, lease_id: str, check: LeaseCheck | None = None, *, header: str | None = None) -> Read:
+    """Any lease still within its retention period that the caller may read (`header`: the X-Lease-Owner sent);
+    `check` may find its worker stopped and end it first."""
+    lease = readable_lease(ctx, LeaseAction.READ, lease_id, header)
     return check(ctx, lease) if check is not None else Read(lease)
 
 
@@ -27,11 +30,14 @@ def get_when_ready(
     wait_seconds: float,
     policy: Callable[[], ReadinessPolicy],
     check: LeaseCheck | None = None,
+    *,
+    header: str | None = None,
 ) -> Read:
     """A lease whose worker is starting is refreshed from its provider (at most every couple of seconds per
     lease) and waited on for up to `wait_seconds`; any other lease is read as `get` reads it. `policy` is
-    asked for only then (it loads the readiness code)."""
-    lease = ctx.store.get(lease_id)
+    asked for only then (it loads the readiness code). The caller's access is decided before anything else: a
+    read it may not make never reaches a provider."""
+    lease = readable_lease(ctx, LeaseAction.READ, lease_id, header)
     if not lease.is_starting:
         return check(ctx, lease) if check is not None else Read(lease)
     from scheduler.leases.readiness import wait_ready
@@ -41,5 +47,5 @@ def get_when_ready(
 
 
 def list_live(ctx: Context, query: ListFilter) -> tuple[list[Lease], str | None]:
-    """One page of live leases matching the filters."""
-    return ctx.store.list_live(query, ctx.clock())
+    """One page of the live leases matching the filters that the caller may read (a service: its owners')."""
+    return live_page(ctx, query, readable_owners(ctx.caller, query.owner_id))

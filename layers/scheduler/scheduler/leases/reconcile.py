@@ -233,7 +233,9 @@ def repair_counters(ctx: Context) -> dict[str, tuple[int, int]]:
 
 
 def _fail(ctx: Context, lease: Lease, done: list[str], token: str | None, reason: str, report: ReconcileReport) -> None:
-    claim = ctx.store.claim_failed(lease.lease_id, ctx.clock(), status=lease.status, token=token, reason=reason)
+    claim = ctx.store.claim_failed(
+        lease.lease_id, ctx.clock(), status=lease.status, token=token, reason=reason, by=ctx.caller.name
+    )
     if claim is None:
         return  # it changed since we listed it: activated, released or renewed meanwhile
     try:

@@ -1,6 +1,7 @@
-"""Release every live lease of one owner (a caller restarting, its old workers to go), in bounded batches.
+"""Release every live lease of some owners (a caller restarting, its old workers to go), in bounded batches.
 
-Each lease goes through the ordinary release (`release.release`): claimed for its owner, its worker
+Which owners is the caller's to say (`callers.access.releasable_owners`: one named owner, or a service's own).
+Each lease goes through the ordinary release (`release.release_owned`): claimed for its owner, its worker
 removed, the release recorded once confirmed. One call releases at most `max_releases` leases and
 starts no release with less than `reserve_seconds` left; the rest is for the next call, which
 `next_token` continues. A released lease leaves the live listing, so a continuation that restarts a
@@ -16,8 +17,10 @@ import binascii
 import json
 from typing import TYPE_CHECKING
 
+from scheduler.callers.access import releasable_owners
 from scheduler.errors import InvalidRequest, LeaseConflict, ProviderFailed, SchedulerError
-from scheduler.leases.release import release
+from scheduler.leases.owned import live_page
+from scheduler.leases.release import release_owned
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, ListFilter
 
@@ -46,14 +49,17 @@ class OwnerRelease:
 
 def release_all(
     ctx: Context,
-    owner: str,
+    owner: str | None,
+    header: str | None,
     *,
     next_token: str | None = None,
     max_releases: int | None = None,
     reserve_seconds: float | None = None,
 ) -> OwnerRelease:
-    """Release the owner's live leases from `next_token` on, as many as fit in this call (at most
-    `max_releases`, default MAX_RELEASES_PER_CALL; none begun with less than `reserve_seconds` left)."""
+    """Release the live leases of `owner` (None: the caller's own owners), once the caller may (`header`: the
+    X-Lease-Owner sent), from `next_token` on, as many as fit in this call (at most `max_releases`, default
+    MAX_RELEASES_PER_CALL; none begun with less than `reserve_seconds` left)."""
+    owners = releasable_owners(ctx.caller, owner, header)
     most = MAX_RELEASES_PER_CALL if max_releases is None else max_releases
     reserve = RESERVE_SECONDS if reserve_seconds is None else reserve_seconds
     outcome = OwnerRelease()
@@ -61,8 +67,7 @@ def release_all(
     seen: set[str] = set()
     page_token = decode_token(next_token)
     while True:
-        page_filter = ListFilter(owner_id=owner, limit=PAGE_SIZE, next_token=page_token)
-        page, following = ctx.store.list_live(page_filter, ctx.clock())
+        page, following = live_page(ctx, ListFilter(limit=PAGE_SIZE, next_token=page_token), owners)
         for lease in page:
             if lease.lease_id in seen:
                 continue  # a lease this call left releasing moved on in the index (its claim's due time)
@@ -70,20 +75,20 @@ def release_all(
             if lease.status is not LeaseStatus.ACTIVE:
                 # Reported, not attempted: no provider call, so it spends nothing of this call's budget (a
                 # page of pending or releasing leases must not hold back the active ones behind it).
-                _release_one(ctx, lease, owner, outcome)
+                _release_one(ctx, lease, outcome)
                 continue
             if attempts and (attempts >= most or ctx.deadline.remaining() < reserve):
                 # At least one lease per call, so a caller following the tokens always gets somewhere.
                 outcome.next_token = encode_token(page_token)
                 return outcome
             attempts += 1
-            _release_one(ctx, lease, owner, outcome)
+            _release_one(ctx, lease, outcome)
         if following is None:
             return outcome
         page_token = following
 
 
-def _release_one(ctx: Context, lease: Lease, owner: str, outcome: OwnerRelease) -> None:
+def _release_one(ctx: Context, lease: Lease, outcome: OwnerRelease) -> None:
     if lease.status is LeaseStatus.PENDING:
         refusal = LeaseConflict("pending: its acquire is still running; release it once it is active")
         outcome.not_released.append((lease, refusal))
@@ -94,7 +99,8 @@ def _release_one(ctx: Context, lease: Lease, owner: str, outcome: OwnerRelease) 
         outcome.not_released.append((lease, ProviderFailed(_BEING_RELEASED, details={"lease_id": lease.lease_id})))
         return
     try:
-        outcome.released.append(release(ctx, lease.lease_id, owner))
+        # Listed as one of the owners the caller releases: claimed for the owner it was listed under.
+        outcome.released.append(release_owned(ctx, lease.lease_id, lease.owner_id))
     except ProviderFailed as error:
         # Claimed, but the worker stays: the lease is `releasing` now, as a listing would show it.
         outcome.not_released.append((lease.replace(status=LeaseStatus.RELEASING), error))

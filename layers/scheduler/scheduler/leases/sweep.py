@@ -166,7 +166,7 @@ def _sweep_one(ctx: Context, due: Lease, now: datetime) -> _Outcome:
     if ctx.deadline.expired:
         return _Outcome(due.lease_id, unreached=True)  # unclaimed, so the next sweep (or the hand-off) takes it up
     try:
-        claim = ctx.store.claim_due(due.lease_id, now)
+        claim = ctx.store.claim_due(due.lease_id, now, by=ctx.caller.name)
         if claim is None:
             return _Outcome(due.lease_id, lost_claim=True)
         ended = release_claimed(ctx, claim)

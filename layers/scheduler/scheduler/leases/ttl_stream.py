@@ -38,7 +38,7 @@ def release_ttl_deleted(ctx: Context, old_image: dict[str, Any]) -> Lease | None
     The lease is written back as a `releasing` claim first (only if absent), so it stays readable
     as `expired` for the retention period and a failed release is retried by the sweep.
     """
-    claim = ctx.store.reclaim_ttl_deleted(old_image, ctx.clock())
+    claim = ctx.store.reclaim_ttl_deleted(old_image, ctx.clock(), by=ctx.caller.name)
     if claim is None:
         return None
     return release_claimed(ctx, claim)

@@ -23,6 +23,16 @@ from scheduler.lifecycle import (
 from scheduler.store.items import number_attr, string_attr
 
 MAX_FAILURE_REASON_CHARS = 1000
+# What LEAVE_INDEX removes: the live index's keys and what only a live lease holds.
+INDEX_ATTRIBUTES = (
+    "live_shard",
+    "due_at",
+    "starting_shard",
+    "claim_id",
+    "release_outcome",
+    "claimed_by",
+    "held_counters",
+)
 _T = TypeVar("_T")
 
 
@@ -57,6 +67,7 @@ class Inputs(NamedTuple):
     checked_before: int = 0  # CHECK_DUE: a readiness check at or before this time is stale
     seen_expiry: int | None = None  # SEEN_EXPIRY: the expires_epoch the caller read (None: not checked)
     reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
+    by: str | None = None  # TAKE_CLAIM's claimed_by, ENDED_BY: who acts (None: nothing recorded)
 
 
 class Rendered(NamedTuple):
@@ -239,16 +250,22 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
             sets.append(f"release_outcome = {kept}")
             sets.append(f"due_at = {builder.value('claim_due', number_attr(inputs.claim_due))}")
             sets.append(f"{ttl} = {builder.value('claim_ttl', number_attr(inputs.claim_ttl))}")
+            if inputs.by is not None:
+                by = builder.value("by", string_attr(inputs.by))
+                sets.append(f"claimed_by = {f'if_not_exists(claimed_by, {by})' if transition.keeps_outcome else by}")
         elif write is Write.RECORD_REASON:
             if inputs.reason:
                 sets.append(f"failure_reason = {builder.value('reason', string_attr(reason_text(inputs.reason)))}")
         elif write is Write.END:
             sets.append(f"released_epoch = {builder.value('now', number_attr(inputs.now))}")
             sets.append(f"{builder.name('ttl')} = {builder.value('retain', number_attr(inputs.retain_until))}")
+        elif write is Write.ENDED_BY:
+            if inputs.by is not None:
+                sets.append(f"ended_by = {builder.value('by', string_attr(inputs.by))}")
         elif write is Write.LEAVE_INDEX:
-            removes += ["live_shard", "due_at", "starting_shard", "claim_id", "release_outcome", "held_counters"]
-        # ENTER_INDEX, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
-        # belong to new items, the counters to other items of the same transaction.
+            removes += list(INDEX_ATTRIBUTES)
+        # ENTER_INDEX, CREATED_BY, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
+        # and created_by belong to new items, the counters to other items of the same transaction.
     return sets, removes
 
 

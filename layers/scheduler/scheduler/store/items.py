@@ -108,6 +108,8 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
         ready_at=from_epoch(ready) if ready else None,
         max_cost_per_hour=float(ceiling) if ceiling else None,
         cost_usd=None if end is None else accrued_usd(rate, created, end),
+        created_by=text("created_by"),
+        ended_by=text("ended_by"),
     )
 
 
@@ -129,13 +131,18 @@ def new_item(lease: Lease, shard: str) -> Item:
         "worker_state": string_attr(WorkerState.STARTING.value),
         "starting_shard": string_attr(shard),
     }
-    for name in ("owner_id", "correlation_id", "region"):
+    for name in ("owner_id", "correlation_id", "region", "created_by"):
         value = getattr(lease, name)
         if value is not None:
             item[name] = string_attr(value)
     if lease.max_cost_per_hour is not None:
         item["max_cost_per_hour"] = number_attr(lease.max_cost_per_hour)
     return item
+
+
+def claimed_by(item: Item) -> str | None:
+    """Who holds (or first took) the lease's release claim, as the claim recorded it."""
+    return item.get("claimed_by", {}).get("S")
 
 
 def seen(item: Item) -> Seen | None:

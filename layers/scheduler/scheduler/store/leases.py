@@ -26,7 +26,7 @@ from scheduler.models import Lease
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
-from scheduler.store.items import Item, epoch, lease_from_item, new_item, number_attr, string_attr
+from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item, number_attr, string_attr
 from scheduler.store.prices import PriceBook
 from scheduler.store.refusals import refusal_error
 from scheduler.store.renewals import LeaseRenewals
@@ -52,6 +52,7 @@ class Claim(NamedTuple):
     claim_id: str
     outcome: LeaseStatus
     held_counters: tuple[str, ...] = ()
+    by: str | None = None  # who claimed it (the end records it as ended_by); None: not recorded
 
 
 class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
@@ -165,46 +166,61 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             return takes[full]
         return self.get(lease_id)
 
-    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> bool:
-        """End a `pending` lease as `failed` (its worker was cleaned up), recording why; False when
+    def fail_pending(
+        self,
+        lease_id: str,
+        now: datetime,
+        held: tuple[str, ...] = (),
+        reason: str | None = None,
+        *,
+        by: str | None = None,
+    ) -> bool:
+        """End a `pending` lease as `failed` (its worker was cleaned up), recording why and `by` whom; False when
         someone else (sweep, reconciler) had already ended it."""
         with contextlib.suppress(LeaseStateChanged):
-            self._end(lifecycle.FAIL_PENDING, lease_id, now, Inputs(reason=reason), held)
+            self._end(lifecycle.FAIL_PENDING, lease_id, now, Inputs(reason=reason, by=by), held)
             return True
         return False
 
     # --- release claims ------------------------------------------------------------------------
 
-    def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
-        """Claim an `active` lease for a caller's release, checking the owner in the same write.
+    def claim_release(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Claim:
+        """Claim an `active` lease for a caller's release (`by`: its name), checking the owner in the same write.
 
         An expired lease the sweep has not reached yet is already over for its caller (404, as renew
         says); the sweep releases its worker and records it as `expired`.
         """
         try:
-            return self._claim(lifecycle.CLAIM_RELEASE, lease_id, now, Inputs(owner=owner))
+            return self._claim(lifecycle.CLAIM_RELEASE, lease_id, now, Inputs(owner=owner, by=by))
         except self._errors.ConditionalCheckFailedException as lost:
             raise self._refused(lifecycle.CLAIM_RELEASE, lease_id, lost, now, owner) from lost
 
-    def claim_due(self, lease_id: str, now: datetime) -> Claim | None:
-        """Claim a lease whose `due_at` has passed (expired, or a release claim gone stale)."""
+    def claim_due(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """Claim a lease whose `due_at` has passed (expired, or a release claim gone stale: its claimant stays)."""
         try:
-            return self._claim(lifecycle.CLAIM_DUE, lease_id, now, Inputs())
+            return self._claim(lifecycle.CLAIM_DUE, lease_id, now, Inputs(by=by))
         except self._errors.ConditionalCheckFailedException:
             return None
 
     def claim_failed(
-        self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None, reason: str | None = None
+        self,
+        lease_id: str,
+        now: datetime,
+        *,
+        status: LeaseStatus,
+        token: str | None,
+        reason: str | None = None,
+        by: str | None = None,
     ) -> Claim | None:
         """Claim a lease found broken (its worker gone or stopped, or `pending` past its deadline), recording why."""
         try:
             return self._claim(
-                lifecycle.CLAIM_FAILED, lease_id, now, Inputs(expected=status, token=token, reason=reason)
+                lifecycle.CLAIM_FAILED, lease_id, now, Inputs(expected=status, token=token, reason=reason, by=by)
             )
         except self._errors.ConditionalCheckFailedException:
             return None
 
-    def reclaim_ttl_deleted(self, old_image: Item, now: datetime) -> Claim | None:
+    def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Write a live lease that TTL deleted back as `releasing`, so its release is claimed and recorded."""
         transition = lifecycle.RECLAIM_TTL_DELETED
         claim_id = uuid.uuid4().hex
@@ -220,16 +236,18 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
                 "ttl": number_attr(epoch(now) + CLAIM_TTL_SECONDS),
             }
         )
+        if by is not None:
+            item["claimed_by"] = string_attr(by)
         try:
             self._call("PutItem", TableName=self.table_name, Item=item, **condition(transition, Inputs()).request())
         except self._errors.ConditionalCheckFailedException:
             return None
-        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item))
+        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
 
     def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
-        """Record the claimed release as done (giving back its slots); only the claim's holder can.
-        `reason`: recorded as the lease's failure_reason (None: the claim's stays)."""
-        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome, reason=reason)
+        """Record the claimed release as done (giving back its slots), ended by the claimant; only the claim's
+        holder can. `reason`: recorded as the lease's failure_reason (None: the claim's stays)."""
+        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome, reason=reason, by=claim.by)
         ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
         lease = claim.lease
         return ended or lease.replace(
@@ -237,6 +255,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             released_at=datetime.fromtimestamp(epoch(now), UTC),
             cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
             failure_reason=reason or lease.failure_reason,
+            ended_by=claim.by,
         )
 
     # --- readiness -----------------------------------------------------------------------------
@@ -284,10 +303,12 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             return False
         return True
 
-    def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
+    def claim_boot_failed(
+        self, lease_id: str, now: datetime, *, token: str, reason: str, by: str | None = None
+    ) -> Claim | None:
         """Claim a lease whose worker failed to boot (only while it is still starting on `token`), recording why."""
         try:
-            return self._claim(lifecycle.CLAIM_BOOT_FAILED, lease_id, now, Inputs(token=token, reason=reason))
+            return self._claim(lifecycle.CLAIM_BOOT_FAILED, lease_id, now, Inputs(token=token, reason=reason, by=by))
         except self._errors.ConditionalCheckFailedException:
             return None
 
@@ -304,6 +325,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             claim_id=claim_id,
             claim_due=epoch(now) + self._claim_seconds,
             claim_ttl=epoch(now) + CLAIM_TTL_SECONDS,
+            by=inputs.by,
         )
         try:
             response = self._call("UpdateItem", **self._update(lease_id, render(transition, bound).request()))
@@ -313,7 +335,8 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
                 raise
             response = {"Attributes": old}  # a retry of our own claim, which had landed
         item = response["Attributes"]
-        return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]), counters.held_by(item))
+        outcome = LeaseStatus(item["release_outcome"]["S"])
+        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
 
     def _end(
         self,
@@ -339,6 +362,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             claim_id=inputs.claim_id,
             outcome=inputs.outcome,
             retain_until=epoch(now) + self._retention,
+            by=inputs.by,
         )
         update = {**self._key(lease_id), **render(transition, bound).request()}
         final = transition.target or inputs.outcome

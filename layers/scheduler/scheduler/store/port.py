@@ -37,8 +37,11 @@ class LeaseReadsPort(Protocol):
     def held_counters(self, lease_id: str) -> tuple[str, ...]:
         """The counter entries the lease holds now."""
 
-    def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
-        """One page of the live listing and the token of the next (None: done; a page may be short)."""
+    def list_live(
+        self, query: ListFilter, now: datetime, owners: tuple[str, ...] | None = None
+    ) -> tuple[list[Lease], str | None]:
+        """One page of the live listing and the token of the next (None: done; a page may be short); `owners`:
+        only those owners' leases (at least one; None: as `query` says)."""
 
     def live_leases(self) -> Iterator[Lease]:
         """Every live lease (pending, active, releasing)."""
@@ -74,25 +77,44 @@ class LeaseWritesPort(Protocol):
     ) -> Lease | Limit:
         """`pending` → `active` with its worker (budgets re-weighed); the budget that would not take it."""
 
-    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> bool:
-        """End a pending lease `failed`, giving its slots back; False if it is no longer pending."""
+    def fail_pending(
+        self,
+        lease_id: str,
+        now: datetime,
+        held: tuple[str, ...] = (),
+        reason: str | None = None,
+        *,
+        by: str | None = None,
+    ) -> bool:
+        """End a pending lease `failed`, giving its slots back, ended `by` whom; False if it is no longer pending."""
 
-    def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
+    # Each claim records `by` whom it was taken (claimed_by; None: nothing recorded), and the end that finishes it
+    # records that as the lease's ended_by: a caller's name, or the service's own (sweep, ttl-stream, reconciler).
+
+    def claim_release(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Claim:
         """The caller's claim on an active lease (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
 
-    def claim_due(self, lease_id: str, now: datetime) -> Claim | None:
-        """The sweep's claim on a lease past its due time; None if another actor has it."""
+    def claim_due(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """The sweep's claim on a lease past its due time (a stale claim's claimant stays); None if another has it."""
 
     def claim_failed(
-        self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None, reason: str | None = None
+        self,
+        lease_id: str,
+        now: datetime,
+        *,
+        status: LeaseStatus,
+        token: str | None,
+        reason: str | None = None,
+        by: str | None = None,
     ) -> Claim | None:
         """A claim ending the lease `failed` (its worker stopped or vanished); None if it changed meanwhile."""
 
-    def reclaim_ttl_deleted(self, old_image: Item, now: datetime) -> Claim | None:
+    def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Put back a live lease TTL deleted (its stream image), claimed for release as `expired`; None if back."""
 
     def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
-        """Record the claim's outcome once the worker is gone; LeaseStateChanged if the claim was taken over."""
+        """Record the claim's outcome once the worker is gone, ended by its claimant; LeaseStateChanged if the
+        claim was taken over."""
 
     def claim_readiness_check(self, lease_id: str, now: datetime, interval_seconds: float) -> Lease | None:
         """Elect this caller to ask the provider about a starting worker; None if another asked lately."""
@@ -103,7 +125,9 @@ class LeaseWritesPort(Protocol):
     def index_starting(self, lease_id: str) -> bool:
         """Enter a starting lease into the starting index; False if it is in it (or not starting)."""
 
-    def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
+    def claim_boot_failed(
+        self, lease_id: str, now: datetime, *, token: str, reason: str, by: str | None = None
+    ) -> Claim | None:
         """A claim ending a still-starting lease `failed` (it never booted); None if it changed meanwhile."""
 
     def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:

@@ -60,14 +60,19 @@ class LeaseReads(TableClient):
         )
         return counters.held_by(response.get("Item", {}))
 
-    def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
-        """One page of listed leases (one Query); `next_token` continues it.
+    def list_live(
+        self, query: ListFilter, now: datetime, owners: tuple[str, ...] | None = None
+    ) -> tuple[list[Lease], str | None]:
+        """One page of listed leases (one Query); `next_token` continues it; `owners`: only theirs (`()`: none).
 
         Pending and active leases until their expiry, releasing ones until they end (`lifecycle.LISTED_*`).
         As DynamoDB pages, a page may be short or even empty while `next_token` is set (the filter
-        runs after `Limit` items were read); only a None token means the listing is done.
+        runs after `Limit` items were read); only a None token means the listing is done. The owners are one
+        more term of the filter: a page reads, and costs, what it would for every owner.
         """
         shard, start_key = self._decode_token(query.next_token)
+        if owners == ():
+            return [], None
         listed = conditions.listed(epoch(now))
         names = dict(listed.names)
         values: dict[str, Any] = {":shard": string_attr(str(shard)), **listed.values}
@@ -81,6 +86,11 @@ class LeaseReads(TableClient):
                 names[f"#{name}"] = name
                 values[f":{name}"] = string_attr(str(value))
                 filters.append(f"#{name} = :{name}")
+        if owners is not None:
+            names["#owner_id"] = "owner_id"
+            for index, owner in enumerate(owners):
+                values[f":owner{index}"] = string_attr(owner)
+            filters.append(f"#owner_id IN ({', '.join(f':owner{index}' for index in range(len(owners)))})")
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": LIVE_INDEX,

@@ -55,9 +55,14 @@ class MemoryReads:
         with self._lock:
             return counters.held_by(self._items.get(lease_id, {}))
 
-    def list_live(self, query: ListFilter, now: datetime) -> tuple[list[Lease], str | None]:
-        """One page of listed leases: `query.limit` items of the live index read, then filtered."""
+    def list_live(
+        self, query: ListFilter, now: datetime, owners: tuple[str, ...] | None = None
+    ) -> tuple[list[Lease], str | None]:
+        """One page of listed leases: `query.limit` items of the live index read, then filtered (`owners`: only
+        theirs; `()`: none)."""
         shard, after = self._decode_token(query.next_token)
+        if owners == ():
+            return [], None
         with self._lock:
             read = [item for item in self._live(shard) if after is None or _position(item) > after][: query.limit]
         wanted = {name: getattr(query, name) for name in ("owner_id", "kind", "provider")}
@@ -66,6 +71,7 @@ class MemoryReads:
             for item in read
             if listed(item, epoch(now))
             and all(value is None or text(item, name) == str(value) for name, value in wanted.items())
+            and (owners is None or text(item, "owner_id") in owners)
         ]
         if read and len(read) >= query.limit:
             return leases, self._encode_token(shard, _position(read[-1]))

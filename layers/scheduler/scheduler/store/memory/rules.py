@@ -20,12 +20,10 @@ from scheduler.lifecycle import (
     WorkerState,
     Write,
 )
-from scheduler.store.conditions import Inputs, reason_text
+from scheduler.store.conditions import INDEX_ATTRIBUTES, Inputs, reason_text
 from scheduler.store.items import Item, number_attr, string_attr
 
 _T = TypeVar("_T")
-# What LEAVE_INDEX removes (conditions.py names the same attributes in its REMOVE clause).
-INDEX_ATTRIBUTES = ("live_shard", "due_at", "starting_shard", "claim_id", "release_outcome", "held_counters")
 
 
 def number(item: Item, name: str) -> Decimal | None:
@@ -67,8 +65,8 @@ def listed(item: Item, now: int) -> bool:
 def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
     """The item after the transition's writes (a new dict: `item` is left as it was).
 
-    ENTER_INDEX, TAKE_COUNTERS and GIVE_BACK_COUNTERS are the store's, as in conditions.py: the index keys
-    belong to new items, the counters to the same atomic step's other changes.
+    ENTER_INDEX, CREATED_BY, TAKE_COUNTERS and GIVE_BACK_COUNTERS are the store's, as in conditions.py: the index
+    keys and created_by belong to new items, the counters to the same atomic step's other changes.
     """
     new = dict(item)
     target = transition.target or _required(inputs.outcome, "outcome")
@@ -110,12 +108,17 @@ def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
             new["release_outcome"] = item["release_outcome"] if kept else outcome
             new["due_at"] = number_attr(inputs.claim_due)
             new["ttl"] = number_attr(inputs.claim_ttl)
+            if inputs.by is not None and not (transition.keeps_outcome and "claimed_by" in item):
+                new["claimed_by"] = string_attr(inputs.by)
         elif write is Write.RECORD_REASON:
             if inputs.reason:
                 new["failure_reason"] = string_attr(reason_text(inputs.reason))
         elif write is Write.END:
             new["released_epoch"] = number_attr(inputs.now)
             new["ttl"] = number_attr(inputs.retain_until)
+        elif write is Write.ENDED_BY:
+            if inputs.by is not None:
+                new["ended_by"] = string_attr(inputs.by)
         elif write is Write.LEAVE_INDEX:
             for name in INDEX_ATTRIBUTES:
                 new.pop(name, None)

@@ -30,7 +30,7 @@ from scheduler.models import Lease
 from scheduler.store import counters
 from scheduler.store.conditions import Inputs, WorkerRecord
 from scheduler.store.counters import Limit
-from scheduler.store.items import Item, epoch, lease_from_item, new_item
+from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item
 from scheduler.store.leases import CLAIM_TTL_SECONDS, Claim, LeaseStateChanged
 from scheduler.store.memory.books import MemoryBooks
 from scheduler.store.memory.rules import applied, holds, number, text
@@ -140,51 +140,70 @@ class MemoryLeaseStore(MemoryBooks):
             return takes[done - len(gives)]
         return self.get(lease_id)
 
-    def fail_pending(self, lease_id: str, now: datetime, held: tuple[str, ...] = (), reason: str | None = None) -> bool:
+    def fail_pending(
+        self,
+        lease_id: str,
+        now: datetime,
+        held: tuple[str, ...] = (),
+        reason: str | None = None,
+        *,
+        by: str | None = None,
+    ) -> bool:
         """End a `pending` lease `failed`, giving its slots back; False if it is no longer pending."""
         try:
-            self._end(lifecycle.FAIL_PENDING, lease_id, now, Inputs(reason=reason), held)
+            self._end(lifecycle.FAIL_PENDING, lease_id, now, Inputs(reason=reason, by=by), held)
         except LeaseStateChanged:
             return False
         return True
 
     # --- release claims ------------------------------------------------------------------------
 
-    def claim_release(self, lease_id: str, owner: str | None, now: datetime) -> Claim:
+    def claim_release(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Claim:
         try:
-            return self._claim(lifecycle.CLAIM_RELEASE, lease_id, now, Inputs(owner=owner))
+            return self._claim(lifecycle.CLAIM_RELEASE, lease_id, now, Inputs(owner=owner, by=by))
         except _Lost as lost:
             raise refusal_error(lifecycle.CLAIM_RELEASE, lease_id, lost.item, epoch(now), owner) from None
 
-    def claim_due(self, lease_id: str, now: datetime) -> Claim | None:
-        return self._claim_or_none(lifecycle.CLAIM_DUE, lease_id, now, Inputs())
+    def claim_due(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        return self._claim_or_none(lifecycle.CLAIM_DUE, lease_id, now, Inputs(by=by))
 
     def claim_failed(
-        self, lease_id: str, now: datetime, *, status: LeaseStatus, token: str | None, reason: str | None = None
+        self,
+        lease_id: str,
+        now: datetime,
+        *,
+        status: LeaseStatus,
+        token: str | None,
+        reason: str | None = None,
+        by: str | None = None,
     ) -> Claim | None:
-        inputs = Inputs(expected=status, token=token, reason=reason)
+        inputs = Inputs(expected=status, token=token, reason=reason, by=by)
         return self._claim_or_none(lifecycle.CLAIM_FAILED, lease_id, now, inputs)
 
-    def claim_boot_failed(self, lease_id: str, now: datetime, *, token: str, reason: str) -> Claim | None:
-        return self._claim_or_none(lifecycle.CLAIM_BOOT_FAILED, lease_id, now, Inputs(token=token, reason=reason))
+    def claim_boot_failed(
+        self, lease_id: str, now: datetime, *, token: str, reason: str, by: str | None = None
+    ) -> Claim | None:
+        inputs = Inputs(token=token, reason=reason, by=by)
+        return self._claim_or_none(lifecycle.CLAIM_BOOT_FAILED, lease_id, now, inputs)
 
-    def reclaim_ttl_deleted(self, old_image: Item, now: datetime) -> Claim | None:
+    def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Write a live lease TTL deleted (its stream image) back as `releasing`, claimed as `expired`."""
         transition = lifecycle.RECLAIM_TTL_DELETED
         claim_id = uuid.uuid4().hex
         lease_id = old_image["lease_id"]["S"]
-        inputs = Inputs(claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=_claim_ttl(now))
+        inputs = Inputs(claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=_claim_ttl(now), by=by)
         # ENTER_INDEX is the store's, as for a new item; the claim is the transition's own writes.
         item = applied(transition, inputs, {**old_image, "live_shard": {"S": self._shard_of(lease_id)}})
         with self._lock:
             if not holds(transition, inputs, self._items.get(lease_id, {})):
                 return None
             self._items[lease_id] = item
-        return Claim(lease_from_item(item), claim_id, transition.outcome or LeaseStatus.EXPIRED, counters.held_by(item))
+        outcome = transition.outcome or LeaseStatus.EXPIRED
+        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
 
     def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
         """Record the claim's outcome, giving back its slots; LeaseStateChanged if the claim was taken over."""
-        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome, reason=reason)
+        inputs = Inputs(claim_id=claim.claim_id, outcome=claim.outcome, reason=reason, by=claim.by)
         ended = self._end(lifecycle.FINISH, claim.lease.lease_id, now, inputs, claim.held_counters, claim.lease)
         lease = claim.lease
         return ended or lease.replace(
@@ -192,6 +211,7 @@ class MemoryLeaseStore(MemoryBooks):
             released_at=datetime.fromtimestamp(epoch(now), UTC),
             cost_usd=accrued_usd(lease.cost_per_hour, epoch(lease.created_at), epoch(now)),
             failure_reason=reason or lease.failure_reason,
+            ended_by=claim.by,
         )
 
     # --- readiness -----------------------------------------------------------------------------
@@ -326,7 +346,8 @@ class MemoryLeaseStore(MemoryBooks):
             now=epoch(now), claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=_claim_ttl(now)
         )
         item = self._write(transition, lease_id, bound)
-        return Claim(lease_from_item(item), claim_id, LeaseStatus(item["release_outcome"]["S"]), counters.held_by(item))
+        outcome = LeaseStatus(item["release_outcome"]["S"])
+        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
 
     def _claim_or_none(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim | None:
         try:
@@ -363,6 +384,7 @@ class MemoryLeaseStore(MemoryBooks):
             claim_id=inputs.claim_id,
             outcome=inputs.outcome,
             retain_until=epoch(now) + self._retention,
+            by=inputs.by,
         )
         moves = [Change.take(move) for move in budgets.settlement(held, spent, epoch(now))] if held else []
         final = transition.target or inputs.outcome
