@@ -1,12 +1,14 @@
 """Cold start of every function: a fresh process imports its handler module (init included), as Lambda does.
 
 Against two floors in the same run (bare `python -c pass`; `import boto3; boto3.client("dynamodb")`),
-every (site, subject) pair once per round in a fresh random order; medians. Sites: `venv` (the
-project's .venv) and `lambda-bytecode` (what `sam build` ships: `python -S`, the runtime's boto3
-with bytecode behind the byte-compiled layer, the function as sources on a read-only path). Also
-peak RSS (VmHWM) and `-X importtime` by package. How, in detail: bench/README.md.
+every (site, subject) pair once per round in a fresh random order, each function of the target site
+back to back with a boto3 floor run (the targets: the median of those pairs' wall ratios, and
+instructions). Sites: `venv` (the project's .venv) and `lambda-bytecode` (what `sam build` ships:
+`python -S`, the runtime's boto3 with bytecode behind the byte-compiled layer, the function as sources
+on a read-only path). Also the modules and module files loaded, the collector's passes, peak RSS
+(VmHWM) and `-X importtime` by package. How, in detail: bench/README.md ("Cold start: the method").
 
-    .venv/bin/python bench/cold_start.py [--runs 15] [--sites venv,lambda-bytecode]
+    .venv/bin/python bench/cold_start.py [--runs 15] [--functions get_lease,acquire_lease]
 """
 
 from __future__ import annotations
