@@ -3,12 +3,11 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
 from scheduler.leases.acquire import acquire, new_lease_id, owned_request
 from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Queued, Replayed
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import budget_refused, count, worker_ready
 from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime, request_deadline

@@ -10,10 +10,9 @@ context, and the function's edge answers a refusal 401 (`scheduler/api/token_aut
 import hmac
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.token_authorizer import authorize_token
 from scheduler.errors import ConfigurationError
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

@@ -2,11 +2,10 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.callers.access import require_operator
 from scheduler.callers.registry import CallerRequest, add_caller
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

@@ -3,11 +3,10 @@ AUTH_CACHE_SECONDS (API Gateway's authorizer cache; in iam mode each function's 
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.callers.access import require_operator
 from scheduler.callers.registry import caller_name
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

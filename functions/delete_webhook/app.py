@@ -2,9 +2,8 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 from scheduler.webhooks.registry import remove_webhook
 

@@ -14,11 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.api.stream_batch import PartialBatchResponse
-from scheduler.observability.metrics import count
+from scheduler.observability.log import Logger
+from scheduler.observability.metrics import MetricUnit, count
 from scheduler.runtime import Runtime
 from scheduler.webhooks.deliver import Courier, Outcome
 

@@ -10,11 +10,10 @@ The drivers (and the Docker SDK) load only when such a lease is first read.
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.reads import get_when_ready
 from scheduler.models import ReadQuery
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import boot_failed, count, lease_ended, worker_ready
 from scheduler.runtime import Runtime, request_deadline
 

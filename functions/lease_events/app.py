@@ -3,10 +3,9 @@ reason (its audit trail), as long as the lease is readable."""
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.events.reads import EventsQuery, lease_events
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

@@ -5,11 +5,10 @@ The driver (and the Docker SDK) loads only when the first logs are read.
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, text_response
 from scheduler.api.queries import LogsQuery
 from scheduler.leases.logs import worker_logs
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.api.stream_batch import PartialBatchResponse, handle_by_key
 from scheduler.events.publish import Pipeline, lease_of
-from scheduler.observability.metrics import count
+from scheduler.observability.log import Logger
+from scheduler.observability.metrics import MetricUnit, count
 from scheduler.runtime import Runtime
 
 logger = Logger()

@@ -2,11 +2,10 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.api.queries import QueueQuery
 from scheduler.leases.queue_view import queue_page
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

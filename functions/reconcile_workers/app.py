@@ -2,12 +2,10 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.callers.model import RECONCILER
 from scheduler.leases.reconcile import reconcile
-from scheduler.observability.metrics import count, lease_ended
+from scheduler.observability.log import Logger
+from scheduler.observability.metrics import MetricUnit, count, lease_ended
 from scheduler.runtime import Runtime, background_deadline
 
 logger = Logger()

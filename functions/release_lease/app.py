@@ -2,10 +2,9 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.release import release
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import count, lease_ended
 from scheduler.runtime import Runtime, request_deadline
 

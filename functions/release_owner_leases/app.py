@@ -3,11 +3,10 @@ of the caller's own owners), a bounded batch per call."""
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, error_status, http_endpoint, json_response
 from scheduler.api.queries import OwnerReleaseQuery
 from scheduler.leases.release_all import release_all
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import lease_ended
 from scheduler.runtime import Runtime, request_deadline
 

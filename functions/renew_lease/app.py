@@ -2,12 +2,11 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
 from scheduler.leases.renew import renew
 from scheduler.models import RenewRequest
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import budget_refused
 from scheduler.runtime import Runtime
 

@@ -3,11 +3,10 @@ working `grace_seconds` more (0: they stop now)."""
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.callers.access import require_operator
 from scheduler.callers.registry import RotateRequest, caller_name, rotate_token
+from scheduler.observability.log import Logger
 from scheduler.runtime import Runtime
 
 logger = Logger()

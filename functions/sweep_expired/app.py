@@ -10,13 +10,11 @@ a run that cannot finish hands the rest on to another invocation of this functio
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.callers.model import SWEEP
 from scheduler.handoff import hop_of
 from scheduler.leases.sweep import SweepRun, run_sweep
-from scheduler.observability.metrics import Metrics, boot_failed, count, lease_ended, worker_ready
+from scheduler.observability.log import Logger
+from scheduler.observability.metrics import Metrics, MetricUnit, boot_failed, count, lease_ended, worker_ready
 from scheduler.observability.queue_metrics import admission_metrics, handed_over, queue_expired
 from scheduler.runtime import Runtime, background_deadline
 

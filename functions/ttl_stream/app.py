@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.stream_batch import PartialBatchResponse, handle_batch
 from scheduler.callers.model import TTL_STREAM
 from scheduler.leases.ttl_stream import is_ttl_deletion_of_live_lease, may_free_capacity, release_ttl_deleted
+from scheduler.observability.log import Logger
 from scheduler.observability.metrics import count, lease_ended
 from scheduler.runtime import Runtime, background_deadline
 

@@ -2,10 +2,9 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.usage import usage_report
+from scheduler.observability.log import Logger
 from scheduler.request_models import UsageQuery
 from scheduler.runtime import Runtime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
+from scheduler.observability.metrics import MetricUnit
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What each function imports at init, in a fresh process as Lambda starts one: no function loads
 pydantic (inputs are validated by hand, `scheduler.inputs`), and the read and background functions load
-no provider SDK either (their cold start stays near boto3's own)."""
+no provider SDK either (their cold start stays near boto3's own), and none but acquire loads powertools."""
 
 from __future__ import annotations
 
@@ -89,3 +89,10 @@ def test_the_acquire_function_loads_modal_at_init_when_providers_names_it() -> N
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_without_modal_in_providers_no_function_imports_it(function: str) -> None:
     assert packages_imported_by(function, PROVIDERS="local-docker,runpod") & set(MODAL_SDK) == set()
+
+
+@pytest.mark.parametrize("function", [name for name in FUNCTIONS if name != "acquire_lease"])
+def test_no_function_but_acquire_loads_powertools_at_init(function: str) -> None:
+    """Its package init alone (Logger, Metrics, Tracer, the user-agent hook) costs a read function most of its
+    cold-start budget: logging is `scheduler.observability.log`; only acquire's Idempotency brings powertools."""
+    assert "aws_lambda_powertools" not in packages_imported_by(function)

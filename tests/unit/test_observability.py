@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aws_lambda_powertools.metrics import MetricUnit
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -20,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from scheduler.config import Settings
 from scheduler.observability import tracing
 from scheduler.observability.instrumented import InstrumentedProvider, failure_reason
-from scheduler.observability.metrics import EmfMetrics
+from scheduler.observability.metrics import EmfMetrics, MetricUnit
 from scheduler.providers.base import ProviderCapacityError, ProviderRequestFailed, ProviderUnreachable
 from tests.support.metrics import RecordedMetrics
 

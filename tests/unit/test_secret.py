@@ -1,18 +1,17 @@
 """`config.Secret`: its value shows nowhere but through `get_secret_value()` (not in a repr, a string, a
-format, or any log line the powertools Logger writes)."""
+format, or any line the functions' logger writes, `scheduler.observability.log`)."""
 
 from __future__ import annotations
 
 import io
 import json
-import logging
 import uuid
 from collections.abc import Callable
 
 import pytest
-from aws_lambda_powertools import Logger
 
 from scheduler.config import Secret, Settings
+from scheduler.observability.log import Logger
 
 VALUE = "hunter2-0b5c4e"
 MASK = "**********"
@@ -37,9 +36,9 @@ def test_a_secret_renders_as_a_mask(render: Callable[[Secret], str]) -> None:
     assert VALUE not in shown and MASK in shown
 
 
-def test_a_secret_reaches_no_powertools_log_line() -> None:
+def test_a_secret_reaches_no_log_line() -> None:
     stream = io.StringIO()
-    logger = Logger(service=f"secret-{uuid.uuid4().hex}", logger_handler=logging.StreamHandler(stream))
+    logger = Logger(service=f"secret-{uuid.uuid4().hex}", stream=stream)
     secret = Secret(VALUE)
 
     logger.info(secret)

@@ -415,10 +415,11 @@ def _cap(variable: str, raw: str) -> int:
     return value
 
 
-# Variables set in template.yaml that no code of ours reads: the libraries that do.
+# Variables set in template.yaml that the settings do not parse: the libraries read them, or the logger
+# (`scheduler.observability.log`, under powertools' names), which runs at import, before any setting is parsed.
 LIBRARY_VARIABLES = {
-    "POWERTOOLS_SERVICE_NAME": "powertools Logger (the service name on every log line)",
-    "POWERTOOLS_LOG_LEVEL": "powertools Logger",
+    "POWERTOOLS_SERVICE_NAME": "the logger (the service name on every log line)",
+    "POWERTOOLS_LOG_LEVEL": "the logger (before LOG_LEVEL)",
     "OTEL_SERVICE_NAME": "the ADOT layer's OpenTelemetry SDK",
     "OTEL_PROPAGATORS": "the ADOT layer's OpenTelemetry SDK",
     "AWS_ENDPOINT_URL": "botocore (declared for `sam local` only; never set in AWS)",

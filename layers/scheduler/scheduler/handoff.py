@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from aws_lambda_powertools import Logger
+from scheduler.observability.log import Logger
 
 logger = Logger(child=True)
 

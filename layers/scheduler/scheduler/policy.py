@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from aws_lambda_powertools import Logger
-
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import (
     PriceAboveCeiling,
     Provider,

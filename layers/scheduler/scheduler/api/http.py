@@ -6,11 +6,8 @@ import base64
 import binascii
 import functools
 import json
-import warnings
 from collections.abc import Callable
 from typing import Any
-
-from aws_lambda_powertools import Logger
 
 from scheduler.callers.model import Caller
 from scheduler.errors import (
@@ -33,11 +30,9 @@ from scheduler.errors import (
 )
 from scheduler.inputs import is_text, json_int
 from scheduler.models import is_lease_id
+from scheduler.observability.log import Logger
 
 logger = Logger(child=True)
-
-# Read-only endpoints publish no metric on most requests; powertools warns about each such flush.
-warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 Response = dict[str, Any]
 

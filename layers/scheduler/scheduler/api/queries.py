@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Self
+from typing import TYPE_CHECKING, NamedTuple, Self
 
 from scheduler import wire
 from scheduler.inputs import fields_of
-from scheduler.worker_logs import DEFAULT_TAIL, LogQuery, parse_rfc3339_ns
+
+if TYPE_CHECKING:  # the logs route's (loaded where used): the bulk release, which shares this module, needs none of it
+    from scheduler.worker_logs import LogQuery
 
 _NOT_RFC3339 = "Value error, since must be an RFC 3339 date-time, e.g. 2026-11-30T17:00:00Z"
 
@@ -14,13 +16,15 @@ _NOT_RFC3339 = "Value error, since must be an RFC 3339 date-time, e.g. 2026-11-3
 class LogsQuery(NamedTuple):
     """Query of `GET /v1/lease/{lease_id}/logs`."""
 
-    tail: int = DEFAULT_TAIL
+    tail: int = wire.GET_LEASE_LOGS_QUERY["tail"]["default"]
     since: str | None = None
     timestamps: bool = wire.GET_LEASE_LOGS_QUERY["timestamps"]["default"] == "true"
 
     @classmethod
     def parse(cls, data: object) -> Self:
         """From the query string's parameters; InvalidRequest naming each problem otherwise."""
+        from scheduler.worker_logs import parse_rfc3339_ns
+
         rules = wire.GET_LEASE_LOGS_QUERY
         query = fields_of(data, "query", rules)
         tail = query.whole_number("tail", rules["tail"], digits=9)
@@ -34,6 +38,8 @@ class LogsQuery(NamedTuple):
 
     def log_query(self) -> LogQuery:
         """The lines this query asks a provider for."""
+        from scheduler.worker_logs import LogQuery, parse_rfc3339_ns
+
         return LogQuery(tail=self.tail, since_ns=None if self.since is None else parse_rfc3339_ns(self.since))
 
 

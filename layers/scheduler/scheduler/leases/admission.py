@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from aws_lambda_powertools import Logger
-
 from scheduler import fairness, policy
 from scheduler.clock import expiry_after
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
@@ -28,6 +26,7 @@ from scheduler.leases.provisioning import Slots, provision
 from scheduler.leases.queue_view import waiting
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.request_models import LeaseRequest
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import Limit

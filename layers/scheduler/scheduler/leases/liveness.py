@@ -24,11 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler.leases.outcomes import Read
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, is_lease_id
+from scheduler.observability.log import Logger
 
 if TYPE_CHECKING:  # a read check loads the provider code when it first asks a provider
     from scheduler.leases.context import Context

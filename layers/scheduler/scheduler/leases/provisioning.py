@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler import policy
 from scheduler.budgets import SHARED_OWNER, Reweighing, is_budget
 from scheduler.costs import micros, money, usd
@@ -27,6 +25,7 @@ from scheduler.errors import BudgetExceeded, NoCapacity, ProviderFailed, QuotaEx
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import Provider
 from scheduler.store import LeaseStateChanged
 from scheduler.store.counters import WEIGHED_PREFIXES, Limit

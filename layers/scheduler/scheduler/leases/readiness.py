@@ -22,12 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from aws_lambda_powertools import Logger
-
 from scheduler.clock import Clock
 from scheduler.deadline import Deadline
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import ProviderRequestFailed, Readiness, ReadinessState, failed_request
 
 if TYPE_CHECKING:

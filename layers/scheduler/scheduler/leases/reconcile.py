@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler.leases.workers import release_claimed, unconfigured_pending
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import ManagedWorker, ProviderRequestFailed, failed_request
 from scheduler.store import counters
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.callers.access import releasable_owners
@@ -37,13 +36,15 @@ _BEING_RELEASED = (
 RESERVE_SECONDS = 8.0
 
 
-@dataclass
 class OwnerRelease:
-    """What one call did: the leases it released, the ones it could not (and why), where to continue."""
+    """What one call did: the leases it released, the ones it could not (and why), where to continue.
 
-    released: list[Lease] = field(default_factory=list)
-    not_released: list[tuple[Lease, SchedulerError]] = field(default_factory=list)
-    next_token: str | None = None
+    A plain class: a dataclass would compile its methods at every cold start."""
+
+    def __init__(self) -> None:
+        self.released: list[Lease] = []
+        self.not_released: list[tuple[Lease, SchedulerError]] = []
+        self.next_token: str | None = None
 
 
 def release_all(

@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from aws_lambda_powertools import Logger
-
 from scheduler.leases.admission import AdmissionReport, serve_queue
 from scheduler.leases.expiry_warnings import warn_expiring
 from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
@@ -43,6 +41,7 @@ from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, format_time
+from scheduler.observability.log import Logger
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
 from scheduler.store.counters import Limit
 

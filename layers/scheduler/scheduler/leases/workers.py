@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler.config import cap_variable
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import ProviderNotConfigured, failed_request
 from scheduler.store import Claim, LeaseStateChanged
 

@@ -10,11 +10,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.deadline import Deadline
 from scheduler.models import Lease
-from scheduler.observability.metrics import Metrics
+from scheduler.observability.metrics import Metrics, MetricUnit
 from scheduler.observability.tracing import provider_span
 from scheduler.providers.base import (
     ManagedWorker,
@@ -28,10 +26,10 @@ from scheduler.providers.base import (
     StoppedWorker,
     WorkerHostNotConfigured,
 )
-from scheduler.worker_logs import LogLine, LogQuery
 
-if TYPE_CHECKING:  # only the acquire path builds one
+if TYPE_CHECKING:  # only the acquire path builds one; the logs route alone reads logs
     from scheduler.request_models import LeaseRequest
+    from scheduler.worker_logs import LogLine, LogQuery
 
 
 def failure_reason(error: Exception) -> str:

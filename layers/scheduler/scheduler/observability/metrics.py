@@ -10,15 +10,26 @@ from __future__ import annotations
 import json
 import sys
 import time
+from enum import Enum
 from typing import Protocol
-
-from aws_lambda_powertools.metrics import MetricUnit
 
 from scheduler.errors import SchedulerError
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 
 NAMESPACE = "OpenAliceScheduler"
+
+
+class MetricUnit(Enum):
+    """The CloudWatch units our metrics use, named as powertools names them (importing its `MetricUnit` would
+    load its whole package into every function)."""
+
+    Count = "Count"
+    Milliseconds = "Milliseconds"
+    Seconds = "Seconds"
+    NoUnit = "None"
+
+
 # The metric each way a lease ends (by provider and kind).
 ENDED = {
     LeaseStatus.RELEASED: "LeaseReleased",

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from scheduler.leases.outcomes import Acquired, AcquireOutcome
-from scheduler.observability.metrics import Metrics, count
+from scheduler.observability.metrics import Metrics, MetricUnit, count
 
 if TYPE_CHECKING:
     from scheduler.leases.admission import AdmissionReport

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 
-from aws_lambda_powertools import Logger
+from scheduler.observability.log import Logger
 
 logger = Logger(child=True)
 

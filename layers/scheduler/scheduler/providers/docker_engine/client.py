@@ -19,11 +19,11 @@ from typing import Any
 import docker
 import docker.constants
 import requests
-from aws_lambda_powertools import Logger
 from docker.errors import APIError
 from requests.adapters import HTTPAdapter
 
 from scheduler.deadline import Deadline
+from scheduler.observability.log import Logger
 from scheduler.providers.docker_engine import api_versions
 from scheduler.providers.docker_engine.failures import describe, is_timeout, is_version_refusal
 from scheduler.providers.docker_engine.tls import TlsFiles, client_context

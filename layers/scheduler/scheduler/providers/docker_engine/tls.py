@@ -19,7 +19,7 @@ from pathlib import Path
 from threading import Lock
 from typing import NamedTuple
 
-from aws_lambda_powertools import Logger
+from scheduler.observability.log import Logger
 
 logger = Logger(child=True)
 

@@ -12,13 +12,13 @@ from threading import Lock
 from typing import TYPE_CHECKING, Any
 
 import requests
-from aws_lambda_powertools import Logger
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
+from scheduler.observability.log import Logger
 from scheduler.providers.base import (
     KIND_LABEL,
     LEASE_ID_LABEL,

@@ -30,10 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from aws_lambda_powertools import Logger
-
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import Lease
+from scheduler.observability.log import Logger
 from scheduler.providers.base import (
     ManagedWorker,
     PlaceCounter,

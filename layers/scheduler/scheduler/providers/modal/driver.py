@@ -28,12 +28,11 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger
-
 from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import ConfigurationError
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
+from scheduler.observability.log import Logger
 from scheduler.providers.base import (
     ManagedWorker,
     PriceAboveCeiling,

@@ -178,7 +178,7 @@ class RunPodApi:
         with self._count_lock:
             tally[key] += 1
         if self._metrics is not None:
-            from aws_lambda_powertools.metrics import MetricUnit
+            from scheduler.observability.metrics import MetricUnit
 
             self._metrics.emit(metric, MetricUnit.Count, 1, **dimensions)
 

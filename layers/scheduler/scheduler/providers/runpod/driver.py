@@ -15,11 +15,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-
 from scheduler.costs import money
 from scheduler.deadline import Deadline, or_never
 from scheduler.models import GpuClass, Lease, WorkerKind, format_time
+from scheduler.observability.log import Logger
 from scheduler.providers.base import (
     WORKER_NAME_PREFIX,
     ManagedWorker,
