@@ -86,7 +86,13 @@ PROVIDER_FUNCTIONS = {
     "ReleaseOwnerLeasesFunction",
     "LeaseLogsFunction",  # reads the worker's output from its provider
 }
-READ_ONLY_FUNCTIONS = {"ListLeasesFunction", "HealthFunction", "UsageFunction", "ListCallersFunction"}
+READ_ONLY_FUNCTIONS = {
+    "ListLeasesFunction",
+    "HealthFunction",
+    "UsageFunction",
+    "ListCallersFunction",
+    "ConsoleFunction",
+}
 # The callers registry: read by the authorizer (a token) and, in iam mode, by every route (a principal); changed
 # only by the routes that manage it.
 CALLERS_WRITERS = {"CreateCallerFunction", "RotateCallerTokenFunction", "DeleteCallerFunction"}

@@ -1,0 +1,287 @@
+"""The console's views in a real browser, through the local stack, against what the API answers: the login, the live
+leases, one lease (every field, its history, its logs, its release), the queue and the spend."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+from selenium.webdriver.support.select import Select
+
+from tests.browser.conftest import CREDENTIAL_KEY, cells, open_console, rows
+from tests.fakes.runpod import FakeRunPod
+from tests.support.browser import wait_until
+from tests.support.console_proxy import ConsoleProxy, StandIns
+from tests.support.console_seed import OWNERS, Fleet, acquire, bearer
+from tests.support.stack import RunningStack
+
+
+def api(proxy: ConsoleProxy, path: str, token: str, **params: Any) -> Any:
+    """What the console's own requests get: the API through the proxy, stand-ins included."""
+    answer = requests.get(proxy.url + path, headers={"Authorization": f"Bearer {token}"}, params=params, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def text_of(driver: Any, element_id: str) -> str:
+    return str(driver.find_element("id", element_id).text)
+
+
+# --- logging in ----------------------------------------------------------------------------------------
+
+
+def test_the_login_form_takes_a_token_and_keeps_it_in_this_tabs_session_only(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    driver.get(f"{proxy.url}/console/")
+    field = wait_until(driver, lambda d: d.find_element("css selector", "form#login-form input[name='token']"))
+    assert field.get_attribute("type") == "password"
+    field.send_keys(admin_token)
+    driver.find_element("id", "login-submit").click()
+
+    wait_until(driver, lambda d: rows(d), what="the leases table")
+    storage = driver.execute_script(
+        "return [sessionStorage.getItem(arguments[0]), localStorage.length, document.cookie, location.href]",
+        CREDENTIAL_KEY,
+    )
+    assert storage[0] == admin_token
+    assert storage[1:3] == [0, ""]
+    assert admin_token not in storage[3]
+    assert all(admin_token not in path for path in proxy.paths)
+
+
+def test_a_token_the_api_refuses_is_said_in_words_and_not_kept(driver: Any, proxy: ConsoleProxy, fleet: Fleet) -> None:
+    driver.get(f"{proxy.url}/console/")
+    wait_until(driver, lambda d: d.find_element("name", "token")).send_keys("oas_not-a-token\n")
+
+    message = wait_until(driver, lambda d: text_of(d, "login-error"), what="the refusal")
+    assert message.startswith("The API refused this caller token (401")
+    assert driver.execute_script("return sessionStorage.length") == 0
+
+
+# --- the live leases -----------------------------------------------------------------------------------
+
+
+def test_the_leases_table_shows_what_get_v1_leases_answers(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    open_console(driver, proxy, admin_token)
+    listed = {lease["lease_id"]: lease for lease in api(proxy, "/v1/leases", admin_token, limit=1000)["leases"]}
+    shown = wait_until(driver, lambda d: (found := rows(d)) and set(found) == set(listed) and found, what="every lease")
+
+    assert {lease["owner_id"] for lease in listed.values()} >= set(OWNERS)
+    assert {lease["provider"] for lease in listed.values()} == {"local-docker", "runpod"}
+    for lease_id, lease in listed.items():
+        row = cells(shown[lease_id])
+        assert row["Status"].split()[0] == lease["status"]
+        assert (row["Owner"], row["Kind"], row["GPU"], row["Provider"]) == (
+            lease["owner_id"],
+            lease["kind"],
+            lease["gpu"],
+            lease["provider"],
+        )
+        assert row["Worker"] == lease["worker_state"]
+        assert row["$/h"] == f"${lease['cost_per_hour']:.3f}/h"
+
+
+def test_the_table_takes_a_new_lease_in_without_reloading_the_page(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
+) -> None:
+    open_console(driver, proxy, admin_token)
+    wait_until(driver, lambda d: rows(d), what="the leases")
+    driver.execute_script("window.__sameDocument = true")
+
+    lease = acquire(console_stack, admin_token, owner_id=OWNERS[1], ttl_seconds=300)
+    wait_until(driver, lambda d: lease["lease_id"] in rows(d), timeout=12, what="the new lease's row")
+
+    assert driver.execute_script("return window.__sameDocument") is True
+    bearer(console_stack, "DELETE", f"/v1/lease/{lease['lease_id']}", admin_token)
+
+
+def test_the_filters_narrow_the_table_by_owner_provider_and_status(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    open_console(driver, proxy, admin_token)
+    wait_until(driver, lambda d: rows(d), what="the leases")
+    form = driver.find_element("id", "leases-filters")
+    form.find_element("name", "owner_id").send_keys(OWNERS[2])
+    Select(form.find_element("name", "provider")).select_by_value("runpod")
+    form.find_element("css selector", "button[type='submit']").click()
+
+    expected = {fleet.of(OWNERS[2], "runpod")["lease_id"]}
+    wait_until(driver, lambda d: set(rows(d)) == expected, what="research's RunPod lease alone")
+    Select(form.find_element("name", "status")).select_by_value("releasing")
+    wait_until(driver, lambda d: not rows(d) and d.find_element("id", "leases-empty").is_displayed())
+
+
+# --- one lease -----------------------------------------------------------------------------------------
+
+
+def test_a_lease_shows_every_field_the_api_gives_it(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    lease = fleet.of(OWNERS[1], "local-docker")
+    open_console(driver, proxy, admin_token)
+    wait_until(driver, lambda d: rows(d)[lease["lease_id"]]).find_element("css selector", "td a").click()
+
+    wait_until(driver, lambda d: d.find_elements("css selector", "#lease-fields dd"), what="the fields")
+    read = api(proxy, f"/v1/lease/{lease['lease_id']}", admin_token)["lease"]
+    shown = {dd.get_attribute("data-field"): dd.text for dd in driver.find_elements("css selector", "#lease-fields dd")}
+    assert set(shown) == set(read)
+    assert shown["owner_id"] == OWNERS[1] and shown["provider_token"] == read["provider_token"]
+    assert shown["created_by"] == "admin"
+
+
+def test_one_click_from_a_lease_to_its_logs_which_follow_the_worker(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet, docker_client: Any
+) -> None:
+    lease = fleet.of(OWNERS[0], "local-docker")
+    container = docker_client.containers.get(lease["provider_token"])
+    container.exec_run(["sh", "-c", "echo 'rendering frame 1 of 3' > /proc/1/fd/1"])
+    open_console(driver, proxy, admin_token)
+    wait_until(driver, lambda d: rows(d)[lease["lease_id"]]).find_element(
+        "css selector", "td[data-label='Logs'] a"
+    ).click()
+
+    wait_until(driver, lambda d: "rendering frame 1 of 3" in text_of(d, "logs-text"), what="the logs")
+    assert driver.execute_script("return document.activeElement.id") == "logs"
+    container.exec_run(["sh", "-c", "echo 'rendering frame 2 of 3' > /proc/1/fd/1"])
+    wait_until(driver, lambda d: "rendering frame 2 of 3" in text_of(d, "logs-text"), what="the next line, followed")
+    assert text_of(driver, "logs-text").count("rendering frame 1 of 3") == 1
+
+
+def test_a_runpod_lease_shows_its_pods_logs(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet, runpod: FakeRunPod
+) -> None:
+    lease = fleet.of(OWNERS[2], "runpod")
+    runpod.append_pod_log(lease["provider_token"], "loading model weights", "serving on :8080")
+    open_console(driver, proxy, admin_token, f"#/lease/{lease['lease_id']}/logs")
+    wait_until(driver, lambda d: "serving on :8080" in text_of(d, "logs-text"), what="the pod's logs")
+
+
+def _history(driver: Any) -> list[tuple[str, str]]:
+    items = driver.find_elements("css selector", "#lease-history li")
+    return [
+        (item.get_attribute("data-event-type"), item.find_element("class name", "event-actor").text) for item in items
+    ]
+
+
+def _check_history(driver: Any, proxy: ConsoleProxy, admin_token: str, lease_id: str) -> None:
+    events = api(proxy, f"/v1/lease/{lease_id}/events", admin_token)["events"]
+    expected = [(event["type"], f"by {event['data']['actor']}") for event in events]
+    open_console(driver, proxy, admin_token, f"#/lease/{lease_id}")
+    assert wait_until(driver, lambda d: (shown := _history(d)) == expected and shown, what="the history")
+
+
+def test_an_ended_lease_shows_its_history_with_who_ended_it_stand_in(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet, stand_ins: StandIns
+) -> None:
+    lease_id = fleet.ended[0]["lease_id"]
+    _check_history(driver, proxy, admin_token, lease_id)
+    assert _history(driver)[0] == ("lease.active", "by admin") and _history(driver)[-1][0] == "lease.released"
+
+
+def test_a_lease_s_history_through_the_api_s_own_route(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
+) -> None:
+    lease_id = fleet.ended[1]["lease_id"]
+    if bearer(console_stack, "GET", f"/v1/lease/{lease_id}/events", admin_token).status_code == 404:
+        pytest.skip(
+            "GET /v1/lease/{id}/events is not in this build yet (issue 27): the view is checked on the stand-in"
+        )
+    _check_history(driver, proxy, admin_token, lease_id)
+
+
+def test_an_operator_releases_a_lease_after_confirming(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, docker_client: Any, fleet: Fleet
+) -> None:
+    lease = acquire(console_stack, admin_token, owner_id=OWNERS[2], ttl_seconds=600)
+    open_console(driver, proxy, admin_token, f"#/lease/{lease['lease_id']}")
+    button = wait_until(
+        driver, lambda d: (b := d.find_element("css selector", "[data-action='release']")).is_displayed() and b
+    )
+
+    button.click()
+    driver.find_element("id", "confirm-cancel").click()
+    time.sleep(0.5)
+    assert api(proxy, f"/v1/lease/{lease['lease_id']}", admin_token)["lease"]["status"] == "active"
+    button.click()
+    assert lease["lease_id"] in text_of(driver, "confirm-text")
+    driver.find_element("id", "confirm-release").click()
+
+    wait_until(driver, lambda d: "Released lease" in text_of(d, "notice"), what="the release said")
+    assert api(proxy, f"/v1/lease/{lease['lease_id']}", admin_token)["lease"]["status"] == "released"
+    assert not docker_client.containers.list(all=True, filters={"id": lease["provider_token"]})
+    wait_until(driver, lambda d: not d.find_element("css selector", "[data-action='release']").is_displayed())
+
+
+# --- the queue -----------------------------------------------------------------------------------------
+
+
+def _check_queue(driver: Any, proxy: ConsoleProxy, admin_token: str) -> None:
+    queue = api(proxy, "/v1/queue", admin_token)["queue"]
+    noticed = [
+        lease for lease in api(proxy, "/v1/leases", admin_token, limit=1000)["leases"] if lease.get("preempt_at")
+    ]
+    open_console(driver, proxy, admin_token, "#/queue")
+    expected = [lease["lease_id"] for lease in queue]
+    wait_until(driver, lambda d: list(rows(d, "queue-rows")) == expected, what="the queue in admission order")
+    for lease in queue:
+        row = cells(rows(driver, "queue-rows")[lease["lease_id"]])
+        assert (row["Position"], row["Priority"], row["Owner"]) == (
+            str(lease["queue_position"]),
+            str(lease["priority"]),
+            lease["owner_id"],
+        )
+        assert row["Waits for"] == lease["queue_reason"]
+    assert set(rows(driver, "preempt-rows")) == {lease["lease_id"] for lease in noticed}
+
+
+def test_the_queue_in_admission_order_and_the_leases_under_a_notice_stand_in(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, stand_ins: StandIns
+) -> None:
+    _check_queue(driver, proxy, admin_token)
+    (victim,) = stand_ins.notices
+    row = cells(rows(driver, "preempt-rows")[victim])
+    assert row["Priority"] == "20" and row["Owner"] == OWNERS[0]
+    assert stand_ins.used >= {"queue", "notices"}
+
+
+def test_the_queue_through_the_api_s_own_route(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
+) -> None:
+    if bearer(console_stack, "GET", "/v1/queue", admin_token).status_code == 404:
+        pytest.skip("GET /v1/queue is not in this build yet (issue 26): the view is checked on the stand-in")
+    _check_queue(driver, proxy, admin_token)
+
+
+# --- spend ---------------------------------------------------------------------------------------------
+
+
+def test_the_spend_chart_has_one_bar_per_owner_and_day_and_the_totals_beside_it(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    today = datetime.now(UTC).date()
+    days = [(today - timedelta(days=back)).isoformat() for back in range(29, -1, -1)]
+    expected: dict[tuple[str, str], float] = {}
+    for day in days:
+        for row in api(proxy, "/v1/usage", admin_token, since=day, until=day, group_by="owner")["usage"]:
+            expected[(row["owner_id"], day)] = row["cost_usd"]
+    open_console(driver, proxy, admin_token, "#/spend")
+
+    bars = wait_until(driver, lambda d: d.find_elements("css selector", "#spend-chart svg rect.bar"), what="bars")
+    shown = {
+        (bar.get_attribute("data-owner"), bar.get_attribute("data-day")): float(bar.get_attribute("data-cost"))
+        for bar in bars
+    }
+    assert len(bars) == len(shown) == len(expected)
+    assert shown == pytest.approx(expected)
+    assert {owner for owner, day in expected if day == days[-1]} == set(OWNERS)  # today's: the released leases
+    totals = {row.get_attribute("data-owner"): row for row in driver.find_elements("css selector", "#spend-rows tr")}
+    assert set(totals) == set(OWNERS)
+    for owner in OWNERS:
+        cost = sum(value for (who, _), value in expected.items() if who == owner)
+        assert totals[owner].find_elements("css selector", "td")[-1].text == f"${cost:.2f}"
