@@ -5,6 +5,9 @@ fake as providers, leases from three owners on both, and the stand-in proxy in f
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +22,16 @@ CREDENTIAL_KEY = "openalice-console-credential"
 RTX, H100 = "NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3"
 
 
-@pytest.fixture(scope="module")
-def runpod() -> Iterator[FakeRunPod]:
-    with start_fake_runpod("console-key", {"tpl-renderer": {"ports": ["8080/http"]}, "tpl-anim": {}}) as server:
-        yield server
+@dataclass
+class World:
+    """A local stack (`make run`) with its RunPod fake, seeded, and the stand-in proxy the browser opens."""
+
+    runpod: FakeRunPod
+    stack: RunningStack
+    admin_token: str
+    fleet: Fleet
+    stand_ins: StandIns
+    proxy: ConsoleProxy
 
 
 def runpod_env(fake: FakeRunPod) -> dict[str, str]:
@@ -40,23 +49,64 @@ def runpod_env(fake: FakeRunPod) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def console_stack(
-    docker_host: Any, runpod: FakeRunPod, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningStack]:
+@contextmanager
+def console_world(docker_host: Any, folder: Path) -> Iterator[World]:
     require_browser()  # before the stack: nothing to start when the browser is missing
-    running = start_stack(
-        tmp_path_factory.mktemp("console-stack"),
-        docker_env=docker_host.env(),
-        extra_env={**runpod_env(runpod), "AUTH_MODE": "token", "AUTH_CACHE_SECONDS": "1"},
-    )
-    yield running
-    running.stop()
+    with start_fake_runpod("console-key", {"tpl-renderer": {"ports": ["8080/http"]}, "tpl-anim": {}}) as runpod:
+        stack = start_stack(
+            folder,
+            docker_env=docker_host.env(),
+            extra_env={**runpod_env(runpod), "AUTH_MODE": "token", "AUTH_CACHE_SECONDS": "1"},
+        )
+        try:
+            admin = (stack.state_dir / "admin-token").read_text().strip()
+            fleet = seed_fleet(stack, admin)
+            seed_usage_history(stack)
+            stand_ins = stand_ins_for(fleet)
+            proxy = ConsoleProxy(stack.url, stand_ins).start()
+            try:
+                yield World(runpod, stack, admin, fleet, stand_ins, proxy)
+            finally:
+                proxy.stop()
+        finally:
+            stack.stop()
 
 
-@pytest.fixture(scope="module")
-def admin_token(console_stack: RunningStack) -> str:
-    return (console_stack.state_dir / "admin-token").read_text().strip()
+@pytest.fixture(scope="package")
+def world(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """The views' tests share one: each leaves the seeded fleet as it found it, or adds to it only."""
+    with console_world(docker_host, tmp_path_factory.mktemp("console-stack")) as made:
+        yield made
+
+
+@pytest.fixture(scope="package")
+def runpod(world: World) -> FakeRunPod:
+    return world.runpod
+
+
+@pytest.fixture(scope="package")
+def console_stack(world: World) -> RunningStack:
+    return world.stack
+
+
+@pytest.fixture(scope="package")
+def admin_token(world: World) -> str:
+    return world.admin_token
+
+
+@pytest.fixture(scope="package")
+def fleet(world: World) -> Fleet:
+    return world.fleet
+
+
+@pytest.fixture(scope="package")
+def stand_ins(world: World) -> StandIns:
+    return world.stand_ins
+
+
+@pytest.fixture(scope="package")
+def proxy(world: World) -> ConsoleProxy:
+    return world.proxy
 
 
 def caller_token(stack: RunningStack, admin: str, name: str, role: str, owners: list[str]) -> str:
@@ -66,46 +116,26 @@ def caller_token(stack: RunningStack, admin: str, name: str, role: str, owners: 
     return str(answer.json()["token"])
 
 
-@pytest.fixture(scope="module")
-def fleet(console_stack: RunningStack, admin_token: str) -> Fleet:
-    seeded = seed_fleet(console_stack, admin_token)
-    seed_usage_history(console_stack)
-    return seeded
-
-
-@pytest.fixture(scope="module")
-def stand_ins(fleet: Fleet) -> StandIns:
-    return stand_ins_for(fleet)
-
-
-@pytest.fixture(scope="module")
-def proxy(console_stack: RunningStack, stand_ins: StandIns) -> Iterator[ConsoleProxy]:
-    server = ConsoleProxy(console_stack.url, stand_ins).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     with chromium() as driver:
         yield driver
 
 
 @pytest.fixture
-def driver(browser: Any, stand_ins: StandIns) -> Iterator[Any]:
-    """The module's browser at 1280×800, its logs emptied, this tab's session forgotten after the test."""
+def driver(browser: Any) -> Iterator[Any]:
+    """The package's browser at 1280×800, its logs emptied, this tab's session forgotten after the test."""
     resize(browser, 1280, 800)
     browser.get_log("browser")
     browser.get_log("performance")
     yield browser
-    stand_ins.hide_routes = False
     browser.execute_script("try { sessionStorage.clear() } catch (e) {}")
     browser.get("about:blank")  # no page left polling the stack
 
 
-def open_console(driver: Any, proxy: ConsoleProxy, token: str, view: str = "#/leases") -> None:
+def open_console(driver: Any, base: str, token: str, view: str = "#/leases") -> None:
     """The console at `view`, logged in as `token` (put where the login form puts it: this tab's sessionStorage)."""
-    driver.get(f"{proxy.url}/console/")
+    driver.get(f"{base}/console/")
     wait_until(driver, lambda d: d.execute_script("return document.readyState") == "complete")
     driver.execute_script("sessionStorage.setItem(arguments[0], arguments[1])", CREDENTIAL_KEY, token)
     driver.execute_script("history.replaceState(null, '', arguments[0]); location.reload()", view)

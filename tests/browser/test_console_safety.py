@@ -5,8 +5,10 @@ a credential may not read saying so, routes the API lacks saying "not available"
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import requests
 from selenium.webdriver.common.keys import Keys
 
@@ -45,10 +47,10 @@ def test_markup_in_a_correlation_id_or_an_owner_id_shows_as_text_and_never_runs(
     from tests.support.console_seed import acquire, bearer
 
     owned = acquire(console_stack, admin_token, owner_id="<b>bold</b><svg onload=window.__xss=3>", ttl_seconds=300)
-    open_console(driver, proxy, admin_token)
+    open_console(driver, proxy.url, admin_token)
     row = wait_until(driver, lambda d: rows(d).get(owned["lease_id"]), what="the lease with markup in its owner")
     assert row.find_element("css selector", "td[data-label='Owner']").text == owned["owner_id"]
-    open_console(driver, proxy, admin_token, f"#/lease/{fleet.marked['lease_id']}")
+    open_console(driver, proxy.url, admin_token, f"#/lease/{fleet.marked['lease_id']}")
     shown = wait_until(driver, lambda d: d.find_element("css selector", "dd[data-field='correlation_id']").text)
 
     assert shown == MARKUP
@@ -60,7 +62,7 @@ def test_markup_in_a_correlation_id_or_an_owner_id_shows_as_text_and_never_runs(
 def test_no_view_logs_an_error_or_asks_another_origin(
     driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
 ) -> None:
-    open_console(driver, proxy, admin_token)
+    open_console(driver, proxy.url, admin_token)
     for view in (*VIEWS, f"#/lease/{fleet.of(OWNERS[1], 'runpod')['lease_id']}/logs"):
         show_view(driver, proxy, view)
     wait_until(driver, lambda d: "lines" in d.find_element("id", "logs-status").text, what="the logs")
@@ -77,7 +79,7 @@ def test_a_view_the_credential_may_not_read_says_so(
     driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
 ) -> None:
     token = caller_token(console_stack, admin_token, "anim-console", "service", [OWNERS[0]])
-    open_console(driver, proxy, token)
+    open_console(driver, proxy.url, token)
     shown = wait_until(driver, lambda d: rows(d), what="its own leases")
     assert {cells(row)["Owner"] for row in shown.values()} == {OWNERS[0]}
     form = driver.find_element("id", "leases-filters")
@@ -92,21 +94,29 @@ def test_a_viewer_is_shown_no_release_button(
 ) -> None:
     token = caller_token(console_stack, admin_token, "ops-viewer", "viewer", [OWNERS[0]])
     lease = fleet.of(OWNERS[1], "local-docker")
-    open_console(driver, proxy, token, f"#/lease/{lease['lease_id']}")
+    open_console(driver, proxy.url, token, f"#/lease/{lease['lease_id']}")
     wait_until(driver, lambda d: d.find_elements("css selector", "#lease-fields dd"), what="the lease")
     assert not driver.find_element("css selector", "[data-action='release']").is_displayed()
     assert driver.find_element("id", "session-who").text == "token · read-only here"
 
 
-def test_routes_the_api_lacks_say_not_available(
-    driver: Any, proxy: ConsoleProxy, admin_token: str, stand_ins: StandIns, fleet: Fleet
-) -> None:
+@pytest.fixture
+def hidden_routes(stand_ins: StandIns) -> Iterator[None]:
+    """The proxy answers the routes it stands in for with API Gateway's 404, for one test."""
     stand_ins.hide_routes = True
-    open_console(driver, proxy, admin_token, "#/queue")
+    yield
+    stand_ins.hide_routes = False
+
+
+@pytest.mark.usefixtures("hidden_routes")
+def test_routes_the_api_lacks_say_not_available(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    open_console(driver, proxy.url, admin_token, "#/queue")
     message = wait_until(driver, lambda d: d.find_element("id", "queue-error").text, what="the queue's absence")
     assert message == "Not available: this API does not serve the queue yet."
     wait_until(driver, lambda d: rows(d, "preempt-rows"), what="the notices, read from the live leases")
-    open_console(driver, proxy, admin_token, f"#/lease/{fleet.ended[2]['lease_id']}")
+    open_console(driver, proxy.url, admin_token, f"#/lease/{fleet.ended[2]['lease_id']}")
     history = wait_until(
         driver, lambda d: d.find_element("id", "history-status").text.startswith("Not available") and d
     )
@@ -122,7 +132,7 @@ def test_every_view_fits_a_390_px_wide_phone(driver: Any, proxy: ConsoleProxy, a
     driver.get(f"{proxy.url}/console/")
     wait_until(driver, lambda d: d.find_element("name", "token").is_displayed())
     assert driver.execute_script("return document.documentElement.scrollWidth") <= 390
-    open_console(driver, proxy, admin_token)
+    open_console(driver, proxy.url, admin_token)
     for view in (*VIEWS, f"#/lease/{fleet.marked['lease_id']}/logs"):
         show_view(driver, proxy, view)
         width = driver.execute_script("return document.documentElement.scrollWidth")
@@ -134,7 +144,7 @@ def test_every_view_fits_a_390_px_wide_phone(driver: Any, proxy: ConsoleProxy, a
 def test_the_keyboard_reaches_every_view_and_a_lease_s_logs(
     driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
 ) -> None:
-    open_console(driver, proxy, admin_token)
+    open_console(driver, proxy.url, admin_token)
     wait_until(driver, lambda d: rows(d), what="the leases")
     reached = []
     body = driver.find_element("tag name", "body")
@@ -150,3 +160,26 @@ def test_the_keyboard_reaches_every_view_and_a_lease_s_logs(
         driver.switch_to.active_element.send_keys(Keys.TAB)
     target.send_keys(Keys.ENTER)
     wait_until(driver, lambda d: d.switch_to.active_element.get_attribute("id") == "logs", what="focus on the logs")
+
+
+def test_the_keyboard_opens_the_release_confirmation_and_escape_keeps_the_lease(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
+) -> None:
+    lease = fleet.of(OWNERS[1], "runpod")
+    open_console(driver, proxy.url, admin_token, f"#/lease/{lease['lease_id']}")
+    release = wait_until(
+        driver, lambda d: (b := d.find_element("css selector", "[data-action='release']")).is_displayed() and b
+    )
+    while driver.switch_to.active_element != release:
+        driver.switch_to.active_element.send_keys(Keys.TAB)
+    release.send_keys(Keys.ENTER)
+
+    wait_until(driver, lambda d: d.find_element("id", "confirm").get_attribute("open") is not None, what="the dialog")
+    assert driver.switch_to.active_element.get_attribute("id") == "confirm-cancel"
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait_until(driver, lambda d: d.switch_to.active_element == release, what="focus back on the release button")
+    assert driver.find_element("id", "confirm").get_attribute("open") is None
+    answer = requests.get(
+        f"{proxy.url}/v1/lease/{lease['lease_id']}", headers={"Authorization": f"Bearer {admin_token}"}, timeout=10
+    )
+    assert answer.json()["lease"]["status"] == "active"

@@ -43,12 +43,14 @@ def acquire(stack: RunningStack, token: str, **body: Any) -> dict[str, Any]:
 
 
 def seed_fleet(stack: RunningStack, token: str) -> Fleet:
-    """Per owner a renderer on local-docker (gpu none) and an anim pod on RunPod (gpu entry); per owner one more
-    Docker lease released at once (a row of today's spend)."""
+    """Per owner a renderer on local-docker (gpu none) and a pod on RunPod (gpu entry: an anim pod, and for the last
+    owner a renderer, whose template serves a port: a worker with an endpoint); per owner one more Docker lease
+    released at once (a row of today's spend)."""
     live, ended = [], []
     for number, owner in enumerate(OWNERS):
         live.append(acquire(stack, token, owner_id=owner, ttl_seconds=3600, correlation_id=f"shot-{number}"))
-        live.append(acquire(stack, token, owner_id=owner, kind="anim", gpu="entry", ttl_seconds=5400 + 600 * number))
+        kind = "renderer" if number == len(OWNERS) - 1 else "anim"
+        live.append(acquire(stack, token, owner_id=owner, kind=kind, gpu="entry", ttl_seconds=5400 + 600 * number))
         gone = acquire(stack, token, owner_id=owner, ttl_seconds=600)
         assert bearer(stack, "DELETE", f"/v1/lease/{gone['lease_id']}", token).status_code == 204
         ended.append(gone)
@@ -105,7 +107,7 @@ def stand_ins_for(fleet: Fleet) -> StandIns:
             "status": "queued",
             "endpoint": None,
             "created_at": rfc3339(created),
-            "expires_at": rfc3339(created + timedelta(hours=2)),
+            "expires_at": rfc3339(created + timedelta(minutes=10)),  # a queued lease's: its queued_until
             "released_at": None,
             "provider_token": None,
             "owner_id": owner,
@@ -122,6 +124,7 @@ def stand_ins_for(fleet: Fleet) -> StandIns:
             "ended_by": None,
             "priority": priority,
             "preemptible": False,
+            "queued_at": rfc3339(created),
             "queued_until": rfc3339(created + timedelta(minutes=10)),
             "queue_position": position,
             "queue_reason": reason,

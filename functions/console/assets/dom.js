@@ -111,10 +111,18 @@ export function text(value) {
   return value === null || value === undefined || value === "" ? DASH : String(value);
 }
 
-// A fleet host's lease carries "<host>/<container id>" as its provider_token; other workers have no host.
+// Where the worker runs: a fleet host's lease carries "<host>/<container id>" as its provider_token; another
+// worker with an endpoint is reached at that endpoint's host (parsed, never asked); else its region, if any.
 export function host(lease) {
   const token = lease.provider_token;
   if (typeof token === "string" && token.includes("/")) return token.slice(0, token.indexOf("/"));
+  if (typeof lease.endpoint === "string") {
+    try {
+      return new URL(lease.endpoint).host;
+    } catch {
+      // not an absolute address: fall through to the region
+    }
+  }
   return lease.region || DASH;
 }
 

@@ -118,6 +118,7 @@ async function logIn(event) {
     return;
   }
   byId("login-submit").disabled = true;
+  performance.mark("console:login");
   remember(value);
   input.value = "";
   try {

@@ -22,7 +22,7 @@ function queuedRow(lease, now) {
     cell("Owner", text(lease.owner_id)),
     cell("Kind", text(lease.kind)),
     cell("GPU", text(lease.gpu)),
-    cell("Waiting", age(lease.created_at, now)),
+    cell("Waiting", age(lease.queued_at ?? lease.created_at, now)),
     cell("Gives up in", timeLeft(lease.queued_until, now)),
     cell("Waits for", text(lease.queue_reason)),
   );
