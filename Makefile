@@ -96,8 +96,9 @@ validate: $(SAM_VENV)/.installed ## sam validate --lint
 build: $(SAM_VENV)/.installed ## sam build (no container; needs python3.13 on PATH)
 	@PATH="$(dir $(PYTHON)):$$PATH" $(SAM) build
 
-contract: $(VENV)/.installed ## Write layers/scheduler/scheduler/wire.py from openapi.yaml (the validation's rules; `make unit` checks it)
+contract: $(VENV)/.installed ## Write scheduler/wire.py from openapi.yaml and docs/events/*.schema.json (`make unit` checks both)
 	@$(PY) scripts/wire_contract.py
+	@$(PY) scripts/event_schemas.py
 
 unit: $(VENV)/.installed $(DYNALITE) ## Only the fast tests (no Docker; the `slow` load and fuzz tests are left to `make test`)
 	@$(PY) -m pytest tests/unit -m "not slow" -n $(TEST_WORKERS) --dist loadfile

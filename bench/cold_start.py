@@ -44,10 +44,17 @@ TARGET_FUNCTIONS = (
     "sweep_expired",
     "ttl_stream",
     "reconcile_workers",
+    "lifecycle_events",
+    "deliver_webhooks",
+    "lease_events",
+    "create_webhook",
+    "list_webhooks",
+    "delete_webhook",
 )
 # Each timed function's limit, as a multiple of the boto3 floor measured in the same run (issue 16).
 RATIO_LIMITS = {"acquire_lease": 1.30, "sweep_expired": 1.2, "ttl_stream": 1.2, "reconcile_workers": 1.2}
-READ_RATIO_LIMIT = 1.12  # get, list, release, renew; the authorizer (every request API Gateway has not cached)
+RATIO_LIMITS |= {"lifecycle_events": 1.2, "deliver_webhooks": 1.2}  # the stream and queue consumers, as ttl_stream
+READ_RATIO_LIMIT = 1.12  # get, list, release, renew, the events and webhooks routes; the authorizer (uncached requests)
 # Subjects measured once more under another configuration: (name, function, its variables).
 VARIANTS = (("authorizer (AUTH_MODE=token)", "authorizer", (("AUTH_MODE", "token"),)),)
 TARGET_SITE = "lambda-bytecode"  # the ratios are targets in the deployed layout; the venv's are figures

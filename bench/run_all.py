@@ -53,6 +53,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], bool]] = {
         True,
     ),
     "expiry_lag": ([], ["--leases", "4", "--interval", "1"], True),
+    "event_delivery": ([], ["--transitions", "20", "--settle", "30"], True),
 }
 BUDGET_SECONDS = 600
 

@@ -39,7 +39,11 @@ class TableSnapshots:
         document = {"format": FORMAT, "saved_at": time.time(), "tables": snapshot}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(json.dumps(document, separators=(",", ":")))
+        temporary.unlink(missing_ok=True)
+        # Mode 0600, as the generated secret beside it: it holds the webhooks' signing secrets and workers' tokens.
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(json.dumps(document, separators=(",", ":")))
         os.replace(temporary, self.path)
         return sum(len(items) for items in snapshot.values())
 

@@ -28,6 +28,7 @@ from devstack.dynamodb_snapshot import TableSnapshots
 from devstack.gateway import LocalHttpApi
 from devstack.lambda_api import LocalLambdaApi
 from devstack.lambdas import FunctionError, LocalLambda
+from devstack.messaging import LocalMessaging
 from devstack.schedules import Schedule
 from devstack.settings import check_function_settings, fleet_hosts, seconds
 from devstack.sigv4 import Principal
@@ -265,10 +266,18 @@ class LocalStack:
         for name, value in LOCAL_PARAMETER_DEFAULTS.items():
             os.environ.setdefault(name, value)
         os.environ.update(target.environment)
+        # EventBridge and SQS (lifecycle events, webhook deliveries) from the same embedded moto.
+        messaging = LocalMessaging(database.endpoint_url, self.template, self.state_dir)
+        messages = messaging.create()
+        _progress(f"EventBridge and SQS: {', '.join(sorted(messages))} (events in {self.state_dir}/events.jsonl)")
         local = {
             **FAKE_CREDENTIALS,
             "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
             "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": database.endpoint_url,
+            "AWS_ENDPOINT_URL_EVENTBRIDGE": database.endpoint_url,
+            "AWS_ENDPOINT_URL_SQS": database.endpoint_url,
+            # Local receivers: webhooks to loopback addresses, over http too (never in AWS).
+            "WEBHOOK_ALLOW_LOOPBACK": os.environ.get("WEBHOOK_ALLOW_LOOPBACK", "").strip() or "1",
             **local_only_variables(),
             **{name: os.environ[name] for name in LOCAL_DEBUG_VARIABLES if os.environ.get(name)},
             **local_sweep_interval(),
@@ -276,6 +285,7 @@ class LocalStack:
             **callers_env,
         }
         tables = {table_id: table_names[variable] for table_id, variable in self.template.table_variables.items()}
+        tables |= messages
         environments = {
             function: {**self.template.environment_of(function, tables), **local}
             for function in self.template.functions
@@ -325,6 +335,8 @@ class LocalStack:
                 self.state_dir / "stream-failures",
             )
             self._thread(poller.run, f"stream:{mapping.function}")
+        for worker, name in messaging.workers(lambdas):
+            self._thread(worker, name)
         for schedule in self.template.schedules:
             variable, _ = SCHEDULE_INTERVALS.get(schedule.function, ("", 60.0))
             interval = intervals.get(schedule.function, 60.0)

@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,9 @@ class StreamMapping:
 
     def _as_lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
         record = {**record, "eventSourceARN": self._arn}
+        stamp = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
+        if isinstance(stamp, datetime):  # boto3 parses it; Lambda hands it over as epoch seconds
+            record["dynamodb"] = {**record["dynamodb"], "ApproximateCreationDateTime": stamp.timestamp()}
         if self._ttl is not None:
             record = self._ttl.mark_if_ttl_deletion(record)
         return record

@@ -134,6 +134,17 @@ class StreamMappingSpec:
 
 
 @dataclass(frozen=True)
+class QueueMappingSpec:
+    """An SQS event source mapping."""
+
+    function: str
+    queue: str  # the queue's logical id
+    batch_size: int
+    report_item_failures: bool
+    max_concurrency: int
+
+
+@dataclass(frozen=True)
 class ScheduleSpec:
     """A Schedule event on a function."""
 
@@ -152,6 +163,9 @@ class SamTemplate:
     authorizers: dict[str, AuthorizerSpec] = field(default_factory=dict)  # every Lambda authorizer, by name
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     stream_mappings: list[StreamMappingSpec] = field(default_factory=list)
+    queue_mappings: list[QueueMappingSpec] = field(default_factory=list)
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # AWS::SQS::Queue properties, by logical id
+    buses: dict[str, dict[str, Any]] = field(default_factory=dict)  # AWS::Events::EventBus properties, by logical id
     schedules: list[ScheduleSpec] = field(default_factory=list)
     table_variables: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, Any] = field(default_factory=dict)
@@ -169,6 +183,10 @@ class SamTemplate:
             kind, props = resource.get("Type"), resource.get("Properties", {})
             if kind == "AWS::DynamoDB::Table":
                 template.tables[logical_id] = props
+            elif kind == "AWS::SQS::Queue":
+                template.queues[logical_id] = props
+            elif kind == "AWS::Events::EventBus":
+                template.buses[logical_id] = props
             elif kind == "AWS::Serverless::HttpApi":
                 template._http_api_props = props
             elif kind == "AWS::Serverless::Function":
@@ -332,6 +350,17 @@ class SamTemplate:
                             for item in event_props.get("FilterCriteria", {}).get("Filters", [])
                         ),
                         starting_position=str(event_props.get("StartingPosition", "TRIM_HORIZON")),
+                    )
+                )
+            elif event["Type"] == "SQS":
+                queue = event_props["Queue"]
+                self.queue_mappings.append(
+                    QueueMappingSpec(
+                        function=logical_id,
+                        queue=queue["Fn::GetAtt"][0] if isinstance(queue, dict) else str(queue),
+                        batch_size=int(event_props.get("BatchSize", 10)),
+                        report_item_failures="ReportBatchItemFailures" in event_props.get("FunctionResponseTypes", []),
+                        max_concurrency=int(event_props.get("ScalingConfig", {}).get("MaximumConcurrency", 1000)),
                     )
                 )
             elif event["Type"] in ("Schedule", "ScheduleV2"):

@@ -1,5 +1,6 @@
 """Scheduled sweep: release every live lease past its expiry (TTL deletion can lag by days), end every lease
-whose worker stopped, record booting workers ready or end the leases of those that failed to boot, and
+whose worker stopped, record booting workers ready or end the leases of those that failed to boot, warn the
+active leases about to expire (the stream makes each warning a lease.expiring event), and
 report the live leases the counters hold (`leases/sweep.py`: the passes and the hand-off decision).
 
 Due leases are released concurrently (SWEEP_CONCURRENCY at a time, at most SWEEP_BATCH_SIZE per run);
@@ -37,6 +38,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
             "stopped": len(run.stopped.ended),
             "ready": len(run.booted.ready),
             "boot_failures": len(run.booted.failed),
+            "expiry_warnings": len(run.warned),
             "unreached": run.due.unreached,
             "handed_on": run.handed_on,
             "hop": run.hop,
@@ -48,6 +50,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         "stopped_workers_failed": len(run.stopped.ended),
         "workers_ready": len(run.booted.ready),
         "boot_failures": len(run.booted.failed),
+        "expiry_warnings": len(run.warned),
     }
     if run.due.more:
         answer["handed_on"] = int(run.handed_on)
@@ -63,6 +66,8 @@ def emit(run: SweepRun, metrics: Metrics) -> None:
     for lease, lag in zip(run.due.ended, run.due.lag_seconds, strict=True):
         lease_ended(metrics, lease)
         metrics.emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
+    for lease in run.warned:
+        count(metrics, "ExpiryWarning", provider=lease.provider, kind=lease.kind.value)
     for lease in run.stopped.ended:
         lease_ended(metrics, lease)
         count(metrics, "GhostLease", provider=lease.provider, kind=lease.kind.value)

@@ -101,8 +101,11 @@ def test_caps_and_quotas_add_transaction_items_not_round_trips(
         assert limited[operation]["item_writes"] == ITEM_WRITES[configuration]
 
 
-def test_a_sweep_of_one_expired_lease_reads_the_index_once(counted: tuple[dict[str, Any], dict[str, Any]]) -> None:
+def test_a_sweep_of_one_expired_lease_reads_each_index_range_once(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
     sweep = counted[0]["sweep (1 expired lease)"]
     assert sweep["handler_result"]["ended"] == 1
-    # due leases from the sparse index, the claim and the finish; then the starting leases (the live index, filtered)
-    assert sweep["by_operation_and_table"] == {"Query:LEASES_TABLE": 2, "UpdateItem:LEASES_TABLE": 2}
+    # due leases from the sparse index, the claim and the finish; the starting leases (the live index, filtered);
+    # the leases about to expire, to warn (the live index's next range)
+    assert sweep["by_operation_and_table"] == {"Query:LEASES_TABLE": 3, "UpdateItem:LEASES_TABLE": 2}

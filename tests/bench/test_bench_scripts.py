@@ -67,3 +67,12 @@ def test_docker_benchmarks_run_and_leak_nothing(docker_host: Any, tmp_path: Path
     assert expiry["leases_acquired"] == 4
     assert expiry["containers_removed"] == 4 and not expiry["not_removed"]
     assert expiry["final_statuses"] == {"expired": 4}
+
+
+def test_the_event_delivery_benchmark_runs_and_delivers_every_transition(docker_host: Any, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DOCKER_")} | docker_host.env()
+    done = run_quick(("event_delivery",), tmp_path, env)
+
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    delivery = result(tmp_path, "event_delivery")
+    assert delivery["transitions_made"] == 20 and delivery["missing"] == 0 and delivery["all_verified"]

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -314,10 +315,11 @@ def test_watch_once_json_is_one_list_document(fake: FakeScheduler) -> None:
     assert code == 0 and len(out.splitlines()) == 1 and len(json.loads(out)["leases"]) == 1
 
 
-def _read_pty(fd: int, seconds: float) -> bytes:
+def _read_pty(fd: int, seconds: float, until: Callable[[bytes], bool] = lambda _: False) -> bytes:
+    """What the terminal shows within `seconds`, or as soon as `until` holds for it."""
     data = b""
     deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - time.monotonic()) > 0 and not until(data):
         ready, _, _ = select.select([fd], [], [], left)
         if ready:
             try:
@@ -346,7 +348,8 @@ def test_watch_redraws_in_place_on_a_terminal_and_ctrl_c_exits_0(fake: FakeSched
     fake.add_lease(owner_id="me", ttl_seconds=600)
     process, leader = _spawn_on_pty(["watch", "--interval", "0.2"], fake, stream="stdout")
     try:
-        screen = _read_pty(leader, 1.5)
+        # Three redraws, however slowly a busy machine starts the process.
+        screen = _read_pty(leader, 30, until=lambda shown: shown.count(b"\x1b[H") >= 3)
         process.send_signal(signal.SIGINT)
         assert process.wait(10) == 0
         screen += _read_pty(leader, 0.3)

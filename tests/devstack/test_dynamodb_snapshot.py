@@ -74,3 +74,17 @@ def test_a_table_the_template_no_longer_makes_is_skipped(server: EmbeddedDynamoD
     TableSnapshots(path, client, (gone,)).save()
     kept = make_table(client, "moto", "leases", "LeasesTable")
     assert TableSnapshots(path, client, (kept,)).restore() == {}
+
+
+def test_the_snapshot_is_readable_by_its_owner_only(server: EmbeddedDynamoDB, tmp_path: Path) -> None:
+    """It holds the webhooks' signing secrets and the workers' tokens, as the generated secret beside it does."""
+    client = server.client()
+    table = make_table(client, "moto", "webhooks", "WebhooksTable")
+    client.put_item(
+        TableName=table, Item={"webhook_id": {"S": "wh_1"}, "owner_id": {"S": "a"}, "secret": {"S": "whsec_x"}}
+    )
+    path = tmp_path / "tables.json"
+
+    TableSnapshots(path, client, (table,)).save()
+
+    assert path.stat().st_mode & 0o777 == 0o600

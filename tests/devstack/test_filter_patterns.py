@@ -26,8 +26,16 @@ TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 @pytest.fixture(scope="module")
 def ttl_filters() -> tuple[dict[str, Any], ...]:
-    (mapping,) = SamTemplate.load().stream_mappings
+    (mapping,) = [found for found in SamTemplate.load().stream_mappings if found.function == "TtlStreamFunction"]
     return mapping.filter_patterns
+
+
+def test_the_lifecycle_events_mapping_passes_every_change() -> None:
+    (mapping,) = [found for found in SamTemplate.load().stream_mappings if found.function == "LifecycleEventsFunction"]
+    assert mapping.filter_patterns == ()
+    assert all(
+        matches_any(mapping.filter_patterns, _record(name, None, "active")) for name in ("INSERT", "MODIFY", "REMOVE")
+    )
 
 
 @pytest.mark.parametrize("status", [status.value for status in LeaseStatus if status in LIVE])

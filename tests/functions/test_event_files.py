@@ -19,9 +19,11 @@ import pytest
 
 from devstack.dynamodb import FAKE_CREDENTIALS, EmbeddedDynamoDB
 from devstack.lambda_environment import LambdaContext
+from devstack.messaging import LocalMessaging
 from devstack.template import SamTemplate
 from scheduler.config import Settings
 from scheduler.runtime import Runtime
+from tests.support.receiver import receiving
 from tests.support.tables import create_all_tables
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -47,15 +49,22 @@ def context(name: str) -> LambdaContext:
 
 
 @pytest.fixture(scope="module")
-def functions(docker_host: Any) -> Iterator[dict[str, ModuleType]]:
+def functions(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ModuleType]]:
     """Every handler module, initialised against a fresh table and the TLS Docker host."""
     database = EmbeddedDynamoDB.start()
     tables = create_all_tables(database)
+    messages = LocalMessaging(database.endpoint_url, SamTemplate.load(), tmp_path_factory.mktemp("bus")).create()
     env = {
         **tables,
         **FAKE_CREDENTIALS,
         **docker_host.env(),
         "AWS_ENDPOINT_URL_DYNAMODB": database.endpoint_url,
+        "AWS_ENDPOINT_URL_EVENTBRIDGE": database.endpoint_url,
+        "AWS_ENDPOINT_URL_SQS": database.endpoint_url,
+        "EVENT_BUS_NAME": messages["LifecycleEventBus"],
+        "WEBHOOK_QUEUE_URL": messages["WebhookDeliveryQueue"],
+        "WEBHOOK_DEAD_LETTER_QUEUE_URL": messages["WebhookDeadLetterQueue"],
+        "WEBHOOK_ALLOW_LOOPBACK": "1",
         "INTERNAL_SECRET": "local-dev-secret",
         "DOCKER_NETWORK": "none",
         "RENDERER_IMAGE": "openalice/renderer:dev",
@@ -186,3 +195,36 @@ def test_the_token_authorizer_event_with_an_unknown_token_is_let_through_refused
         )
         answer = invoke(functions, "authorizer", load_event("authorizer_token.json"))
     assert answer == {"isAuthorized": True, "context": {"refused": "unknown, revoked or expired token"}}
+
+
+def test_the_events_and_webhooks_through_the_event_files(functions: dict[str, ModuleType]) -> None:
+    """A lease's activation through the events function, its history read back, and a delivery to a receiver
+    that verifies it; then the webhook listed and removed."""
+    acquired = invoke(functions, "acquire_lease", load_event("acquire_lease.json"))
+    lease_id = json.loads(acquired["body"])["lease"]["lease_id"]
+    with receiving() as receiver:
+        created = load_event("create_webhook.json")
+        created["body"] = json.dumps({"url": receiver.url, "events": ["lease.ready"], "owner_id": "anim-service"})
+        made = invoke(functions, "create_webhook", created)
+        assert made["statusCode"] == 201
+        webhook = json.loads(made["body"])
+        receiver.secret = webhook["secret"]
+
+        assert invoke(functions, "lifecycle_events", load_event("lifecycle_events.json", lease_id)) == {
+            "batchItemFailures": []
+        }
+        read = invoke(functions, "lease_events", load_event("lease_events.json", lease_id))
+        assert [event["type"] for event in json.loads(read["body"])["events"]] == ["lease.active", "lease.ready"]
+
+        delivery = load_event("deliver_webhooks.json", lease_id)
+        message = json.loads(delivery["Records"][0]["body"])
+        message["webhook_id"] = webhook["webhook"]["id"]
+        delivery["Records"][0]["body"] = json.dumps(message)
+        assert invoke(functions, "deliver_webhooks", delivery) == {"batchItemFailures": []}
+        assert [(got.verified, got.event["type"]) for got in receiver.accepted()] == [(True, "lease.ready")]
+
+    listed = json.loads(invoke(functions, "list_webhooks", load_event("list_webhooks.json"))["body"])
+    assert [found["id"] for found in listed["webhooks"]] == [webhook["webhook"]["id"]]
+    removal = load_event("delete_webhook.json")
+    removal["pathParameters"]["webhook_id"] = webhook["webhook"]["id"]
+    assert invoke(functions, "delete_webhook", removal)["statusCode"] == 204

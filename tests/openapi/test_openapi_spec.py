@@ -46,6 +46,10 @@ CONTRACT_STATUSES = {
     ("POST", "/v1/callers"): {201, 400, 401, 403, 409},
     ("POST", "/v1/callers/{name}/rotate"): {201, 400, 401, 403, 404, 409},
     ("DELETE", "/v1/callers/{name}"): {204, 401, 403, 404},
+    ("GET", "/v1/lease/{lease_id}/events"): {200, 400, 401, 403, 404},
+    ("GET", "/v1/webhooks"): {200, 400, 401, 403},
+    ("POST", "/v1/webhooks"): {201, 400, 401, 403, 409},
+    ("DELETE", "/v1/webhooks/{webhook_id}"): {204, 401, 403, 404},
 }
 # Open to anyone: liveness, and the console's page and files (they hold no data; the page calls the API with a
 # credential the operator enters).
@@ -59,6 +63,8 @@ OWNER_CHECKED = {
     ("POST", "/v1/lease/{lease_id}/renew"),
     ("GET", "/v1/lease/{lease_id}/logs"),
     ("DELETE", "/v1/leases"),
+    ("POST", "/v1/webhooks"),  # secret mode: X-Lease-Owner asserts the owner whose events go to the URL
+    ("DELETE", "/v1/webhooks/{webhook_id}"),
 }
 
 

@@ -36,6 +36,10 @@ ROUTES = {
     ("GET", "/v1/callers"): "ListCallersFunction",
     ("POST", "/v1/callers/{name}/rotate"): "RotateCallerTokenFunction",
     ("DELETE", "/v1/callers/{name}"): "DeleteCallerFunction",
+    ("GET", "/v1/lease/{lease_id}/events"): "LeaseEventsFunction",
+    ("POST", "/v1/webhooks"): "CreateWebhookFunction",
+    ("GET", "/v1/webhooks"): "ListWebhooksFunction",
+    ("DELETE", "/v1/webhooks/{webhook_id}"): "DeleteWebhookFunction",
 }
 # Each AuthMode's authorization of every route but the open ones (AWS_IAM: SigV4, verified by API Gateway).
 MODE_SCHEMES = {"secret": "InternalSecretAuthorizer", "token": "CallerTokenAuthorizer", "iam": "AWS_IAM"}
@@ -161,8 +165,56 @@ def test_leases_table_has_ttl_stream_and_sparse_due_index(resources: dict[str, A
         assert {key["AttributeName"] for key in index["KeySchema"]}.isdisjoint({"lease_id"})
 
 
+def _mapping_of(resources: dict[str, Any], function: str) -> dict[str, Any]:
+    (mapping,) = [
+        mapping
+        for mapping in _of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if mapping["FunctionName"] == {"Ref": function}
+    ]
+    return mapping
+
+
+def test_the_leases_stream_has_two_readers_the_ttl_handler_and_the_lifecycle_events(resources: dict[str, Any]) -> None:
+    readers = {
+        mapping["FunctionName"]["Ref"]
+        for mapping in _of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+        if mapping["EventSourceArn"] == {"Fn::GetAtt": ["LeasesTable", "StreamArn"]}
+    }
+    assert readers == {"TtlStreamFunction", "LifecycleEventsFunction"}  # DynamoDB allows two readers per shard
+
+
+def test_the_lifecycle_events_read_every_change_in_order_and_keep_what_fails(resources: dict[str, Any]) -> None:
+    mapping = _mapping_of(resources, "LifecycleEventsFunction")
+
+    assert "FilterCriteria" not in mapping
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BisectBatchOnFunctionError"] is True and mapping["MaximumRetryAttempts"] > 0
+    assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": ["StreamFailureQueue", "Arn"]}
+    assert mapping.get("ParallelizationFactor", 1) == 1
+
+
+def test_webhook_deliveries_come_from_their_queue_which_dead_letters_what_fails(resources: dict[str, Any]) -> None:
+    mapping = _mapping_of(resources, "WebhookDeliveryFunction")
+    queue = resources["WebhookDeliveryQueue"]["Properties"]
+    timeout = resources["WebhookDeliveryFunction"]["Properties"]["Timeout"]
+
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["WebhookDeliveryQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and mapping["BatchSize"] <= 10
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookDeadLetterQueue", "Arn"]}
+    assert queue["VisibilityTimeout"] >= 6 * timeout  # Lambda's advice for an SQS event source
+    assert resources["WebhookDeadLetterQueue"]["Properties"]["MessageRetentionPeriod"] == 1_209_600
+
+
+def test_the_events_go_to_the_stack_s_own_bus(resources: dict[str, Any]) -> None:
+    (bus,) = _of_type(resources, "AWS::Events::EventBus")
+    variables = resources["LifecycleEventsFunction"]["Properties"]["Environment"]["Variables"]
+
+    assert variables["EVENT_BUS_NAME"] == {"Ref": bus}
+
+
 def test_stream_mapping_filters_ttl_deletions_of_live_leases(resources: dict[str, Any]) -> None:
-    (mapping,) = _of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+    mapping = _mapping_of(resources, "TtlStreamFunction")
 
     assert mapping["FunctionName"] == {"Ref": "TtlStreamFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["LeasesTable", "StreamArn"]}
@@ -215,7 +267,11 @@ def test_dashboard_and_alarms(resources: dict[str, Any]) -> None:
         "StreamHandlerErrorsAlarm",
         "BootFailuresAlarm",
         "UnconfiguredHostReleaseAlarm",
+        "WebhookDeadLetteredAlarm",
+        "WebhookDeadLetterQueueDepthAlarm",
+        "LifecycleEventsLagAlarm",
     } <= set(alarms)
+    assert "WebhookDeliveryLatency" in str(dashboard["DashboardBody"])
     assert "BootFailure" in str(dashboard["DashboardBody"]) and "TimeToReady" in str(dashboard["DashboardBody"])
     for name, alarm in alarms.items():
         assert alarm["TreatMissingData"] == "notBreaching", name

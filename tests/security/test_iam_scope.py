@@ -41,8 +41,12 @@ ALLOWED_MANAGED_POLICIES = {
     # ListStreams on `*`. SAM adds it for the event source mapping and has no switch to scope it;
     # only a hand-written Role would. Read-only on stream records; accepted, see docs/security.md.
     "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole",
+    # A function with an SQS event (the webhook deliveries): sqs:ReceiveMessage/DeleteMessage/GetQueueAttributes/
+    # ChangeMessageVisibility on `*`, for the event source mapping, as above; accepted, see docs/security.md.
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole",
 }
 STREAM_POLICY = "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole"
+QUEUE_POLICY = "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole"
 
 # Actions AWS authorizes on `Resource: "*"` only (no resource-level permissions). An inline
 # statement may use `*` only when every one of its actions is here.
@@ -64,6 +68,7 @@ PROJECT_RESOURCE_TYPES = {
     "secretsmanager": {"AWS::SecretsManager::Secret"},
     "kms": {"AWS::KMS::Key"},
     "lambda": {"AWS::Lambda::Function"},  # the sweep's hand-off to itself, nothing else (see below)
+    "events": {"AWS::Events::EventBus"},  # the lifecycle events, on the stack's own bus
 }
 # Parameters through which the deployer passes the ARN of a secret the project owns.
 SECRET_ARN_PARAMETER = re.compile(r"^[A-Za-z0-9]+SecretArn$")
@@ -91,6 +96,8 @@ READ_ONLY_FUNCTIONS = {
     "HealthFunction",
     "UsageFunction",
     "ListCallersFunction",
+    "ListWebhooksFunction",
+    "LeaseEventsFunction",
     "ConsoleFunction",
 }
 # The callers registry: read by the authorizer (a token) and, in iam mode, by every route (a principal); changed
@@ -273,8 +280,8 @@ def test_managed_policies_are_only_the_allow_listed_aws_ones(resources: dict[str
             for arn in _branches(entry)
         }
         assert arns <= ALLOWED_MANAGED_POLICIES, f"{logical_id} has managed policies {arns - ALLOWED_MANAGED_POLICIES}"
-        if STREAM_POLICY in arns:
-            assert logical_id in stream_consumers, f"{logical_id} can read DynamoDB streams without consuming one"
+        if STREAM_POLICY in arns or QUEUE_POLICY in arns:
+            assert logical_id in stream_consumers, f"{logical_id} can read a stream or queue without consuming one"
 
 
 # --- the statements ------------------------------------------------------------------------------
@@ -412,6 +419,60 @@ def test_get_lease_puts_only_on_the_counters_table(resources: dict[str, Any], gr
         for table in re.findall(r'"(\w+Table)"', json.dumps(grant.statement.get("Resource")))
     }
     assert tables == {"LeaseCountersTable"}
+
+
+def _writers(resources: dict[str, Any], grants: list[Grant], table: str) -> set[str]:
+    roles = _functions(resources)
+    return {
+        function
+        for function, role in roles.items()
+        for grant in grants
+        if grant.role == role
+        and table in _references(grant.statement.get("Resource"))[0]
+        and any(WRITE_ACTIONS.match(action) for action in grant.actions)
+    }
+
+
+def test_only_the_events_function_writes_the_history(resources: dict[str, Any], grants: list[Grant]) -> None:
+    assert _writers(resources, grants, "LeaseEventsTable") == {"LifecycleEventsFunction"}
+
+
+def test_only_the_webhooks_routes_change_the_webhooks(resources: dict[str, Any], grants: list[Grant]) -> None:
+    assert _writers(resources, grants, "WebhooksTable") == {"CreateWebhookFunction", "DeleteWebhookFunction"}
+
+
+def test_only_the_delivery_function_can_read_a_webhook_s_secret(resources: dict[str, Any], grants: list[Grant]) -> None:
+    readers = {role: function for function, role in _functions(resources).items()}
+    reads = {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Scan", "dynamodb:Query"}
+    for grant in grants:
+        on_table = [r for r in grant.resources if r == {"Fn::GetAtt": ["WebhooksTable", "Arn"]}]
+        if not on_table or not reads & set(grant.actions):
+            continue  # the index (which projects no secret), or no read
+        condition = grant.statement.get("Condition", {})
+        attributes = condition.get("ForAllValues:StringEquals", {}).get("dynamodb:Attributes")
+        if readers[grant.role] == "WebhookDeliveryFunction":
+            assert set(grant.actions) == {"dynamodb:GetItem"}, str(grant)
+        else:
+            assert attributes and "secret" not in attributes, f"{readers[grant.role]} may read secrets: {grant}"
+
+
+def test_the_events_function_publishes_to_the_stack_s_bus_and_queue_only(
+    resources: dict[str, Any], grants: list[Grant]
+) -> None:
+    role = _functions(resources)["LifecycleEventsFunction"]
+    granted = {
+        (action, name)
+        for grant in grants
+        if grant.role == role and not any(action.startswith("dynamodb:") for action in grant.actions)
+        for action in grant.actions
+        for resource in grant.resources
+        for name in _references(resource)[0]
+    }
+    assert granted == {
+        ("events:PutEvents", "LifecycleEventBus"),
+        ("sqs:SendMessage", "WebhookDeliveryQueue"),
+        ("sqs:SendMessage", "StreamFailureQueue"),  # SAM's, for the mapping's on-failure destination
+    }
 
 
 def test_read_only_functions_cannot_write(resources: dict[str, Any], grants: list[Grant]) -> None:

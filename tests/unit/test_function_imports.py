@@ -40,6 +40,12 @@ LIGHT_FUNCTIONS = (
     "sweep_expired",
     "ttl_stream",
     "reconcile_workers",
+    "lifecycle_events",
+    "deliver_webhooks",
+    "lease_events",
+    "create_webhook",
+    "list_webhooks",
+    "delete_webhook",
 )
 
 

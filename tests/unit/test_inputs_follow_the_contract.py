@@ -23,6 +23,7 @@ BASES: dict[str, dict[str, object]] = {
     "RELEASE_OWNER_LEASES_QUERY": {"owner_id": "a"},
     "CALLER_REQUEST": {"name": "svc", "owners": ["a"], "role": "service"},
     "ROTATE_REQUEST": {"grace_seconds": 0},
+    "WEBHOOK_REQUEST": {"url": "https://hooks.example.com/in"},
 }
 # Rules applied past the model by a reader that says more, as the model's parse() explains.
 ELSEWHERE = {("LIST_LEASES_QUERY", "next_token", "pattern"): "the paging token's decoder (tests/unit/test_store.py)"}

@@ -49,6 +49,8 @@ def test_every_table_is_named_to_the_functions_by_a_global_variable() -> None:
         "IdempotencyTable": "IDEMPOTENCY_TABLE",
         "UsageTable": "USAGE_TABLE",
         "CallersTable": "CALLERS_TABLE",
+        "LeaseEventsTable": "LEASE_EVENTS_TABLE",
+        "WebhooksTable": "WEBHOOKS_TABLE",
     }
 
 

@@ -19,9 +19,11 @@ from scheduler import wire
 from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
 from scheduler.callers.model import Role
 from scheduler.callers.registry import CallerRequest, RotateRequest
+from scheduler.events.reads import EventsQuery
 from scheduler.lifecycle import LIVE, LeaseStatus, WorkerState
 from scheduler.models import GpuClass, Lease, ListFilter, ReadQuery, RenewRequest, WorkerKind
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
+from scheduler.webhooks.model import WebhookRequest, WebhooksQuery
 from scripts.wire_contract import TARGET, ContractError, contract, differences, load, render
 from tests.unit.test_models import make_lease
 
@@ -36,6 +38,9 @@ MODELS: dict[str, Any] = {
     "GET_LEASE_LOGS_QUERY": LogsQuery,
     "CALLER_REQUEST": CallerRequest,
     "ROTATE_REQUEST": RotateRequest,
+    "WEBHOOK_REQUEST": WebhookRequest,
+    "LIST_WEBHOOKS_QUERY": WebhooksQuery,
+    "LIST_LEASE_EVENTS_QUERY": EventsQuery,
 }
 # Each enum a request's value is read into, and where openapi.yaml's values for it are.
 ENUMS: dict[tuple[str, str], type[StrEnum]] = {
@@ -239,7 +244,7 @@ def test_the_stored_form_of_an_acquire_names_every_field_of_the_body() -> None:
 
 
 def test_the_ttl_stream_passes_the_ttl_deletions_of_exactly_the_live_statuses() -> None:
-    (mapping,) = SamTemplate.load().stream_mappings
+    (mapping,) = [found for found in SamTemplate.load().stream_mappings if found.function == "TtlStreamFunction"]
     statuses = [pattern["dynamodb"]["OldImage"]["status"]["S"] for pattern in mapping.filter_patterns]
     live = [status.value for status in LeaseStatus if status in LIVE]
     assert statuses == [live], "template.yaml's TtlDeletions FilterCriteria must name lifecycle.LIVE, in its order"

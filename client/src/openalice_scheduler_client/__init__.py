@@ -33,18 +33,21 @@ from .errors import (
     Unauthorized,
     WorkerNotReady,
 )
+from .events import EVENT_TYPES, CreatedWebhook, LeaseEvent, Webhook
 from .leasing import LeaseHandle
 from .models import Caller, Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
 
 __all__ = [
     "DEFAULT_URL",
+    "EVENT_TYPES",
     "AddedCaller",
     "BootFailed",
     "BudgetExceeded",
     "Caller",
     "Callers",
     "Conflict",
+    "CreatedWebhook",
     "Credential",
     "CredentialError",
     "Forbidden",
@@ -52,6 +55,7 @@ __all__ = [
     "InvalidRequest",
     "InvalidResponse",
     "Lease",
+    "LeaseEvent",
     "LeaseHandle",
     "NoCapacity",
     "NotFound",
@@ -66,6 +70,7 @@ __all__ = [
     "ServerError",
     "ServiceUnreachable",
     "Unauthorized",
+    "Webhook",
     "WorkerLogs",
     "WorkerNotReady",
     "__version__",

@@ -29,6 +29,7 @@ from .auth import AUTH_ENV, MODES, SECRET_ENV, TOKEN_ENV
 from .cli_callers import add_callers_parser, cmd_callers
 from .cli_completion import add_completion_parser, cmd_completion
 from .cli_context import EXIT_API_ERROR, EXIT_OK, EXIT_UNREACHABLE, PROG, Command, Context
+from .cli_events import add_events_parsers, cmd_events, cmd_webhooks
 from .cli_leases import LEASE_COMMANDS, add_lease_parsers, check_release
 from .cli_ops import OPERATIONS, add_operations
 from .cli_progress import WaitProgress
@@ -45,6 +46,8 @@ __all__ = ["CLEAR_EOL", "WaitProgress", "build_parser", "format_remaining", "for
 COMMANDS: dict[str, Command] = {
     **LEASE_COMMANDS,
     "watch": cmd_watch,
+    "events": cmd_events,
+    "webhooks": cmd_webhooks,
     "usage": cmd_usage,
     **OPERATIONS,
     "callers": cmd_callers,
@@ -90,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lease_parsers(commands)
     add_usage_parser(commands)
     add_watch_parser(commands)
+    add_events_parsers(commands)
     add_operations(parser, commands)
     add_callers_parser(commands)
     add_completion_parser(commands)

@@ -163,7 +163,10 @@ EXAMPLES: dict[str, str] = {
     "renew": "leasectl renew 10eb885b-1051-480d-b839-dafaec1f503f --ttl 900 --owner anim-svc",
     "release": "leasectl release 10eb885b-1051-480d-b839-dafaec1f503f --owner anim-svc\n"
     "  leasectl release --owner anim-svc --all      # every live lease of anim-svc",
-    "watch": "leasectl watch --interval 2",
+    "watch": "leasectl watch --interval 2\n  leasectl watch --events         # each lease event as it happens",
+    "events": "leasectl events 10eb885b-1051-480d-b839-dafaec1f503f",
+    "webhooks": "leasectl webhooks add https://hooks.example.com/leases --owner anim-svc --event lease.ready\n"
+    "  leasectl webhooks list\n  leasectl webhooks remove wh_5d41402abc4b2a76b9719d911017c592",
     "usage": "leasectl usage --owner anim-svc --since 2026-11-01 --group-by provider",
     "health": "leasectl health",
     "logs": "leasectl logs 10eb885b-1051-480d-b839-dafaec1f503f --tail 50 --follow --owner anim-svc",

@@ -1,5 +1,6 @@
 """`leasectl watch`: the live leases and their remaining time, redrawn in place until Ctrl-C
-(`--once`: one frame; `--json`: one list body per line per refresh)."""
+(`--once`: one frame; `--json`: one list body per line per refresh); `--events`: their lifecycle events as they
+happen, one line each (`cli_events.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .cli_context import EXIT_OK, PROG, Context, positive_float
+from .cli_events import add_watch_events, follow_events
 from .cli_leases import list_body
 from .cli_style import CLEAR_EOL, Paint, format_table, isatty, no_paint, painter
 from .client import SchedulerClient
@@ -28,6 +30,7 @@ def add_watch_parser(commands: Any) -> None:
     )
     watch.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS", help="refresh period")
     watch.add_argument("--once", action="store_true", help="draw one frame and exit (no screen control codes)")
+    add_watch_events(watch)
 
 
 def watch_frame(
@@ -49,6 +52,8 @@ def watch_frame(
 
 def cmd_watch(ctx: Context, client: SchedulerClient) -> int:
     interval: float = ctx.args.interval
+    if ctx.args.events:
+        return follow_events(ctx, client, interval)
     if ctx.args.once:
         snapshot = client.list()
         if ctx.json:

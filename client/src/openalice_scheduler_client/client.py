@@ -21,6 +21,7 @@ from urllib.parse import quote
 from .callers import Callers
 from .credentials import Credential
 from .errors import BootFailed, InvalidResponse, NotFound, ReadyTimeout, SchedulerError, error_from_response
+from .events_api import EventsApi
 from .leasing import LeaseHandle, hold
 from .models import Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
@@ -36,7 +37,7 @@ logger.addHandler(logging.NullHandler())  # a library logs only where its applic
 MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API Gateway's 30 s)
 
 
-class SchedulerClient(Transport):
+class SchedulerClient(EventsApi, Transport):
     """A client of the scheduler's lease API (openapi.yaml).
 
     `url` defaults to `$SCHEDULER_URL` or `http://127.0.0.1:3000`. One credential, as the service's AUTH_MODE

@@ -284,6 +284,16 @@ def _api_version(raw: str) -> str | None:
     return raw
 
 
+def flag(raw: str) -> bool:
+    """A switch: 1, true or yes; 0, false or no."""
+    word = raw.lower()
+    if word in ("1", "true", "yes"):
+        return True
+    if word in ("0", "false", "no"):
+        return False
+    raise ValueError("must be 1, true or yes (on), or 0, false or no (off)")
+
+
 def _probe_path(raw: str) -> str:
     if not raw.startswith("/") or not raw.isascii() or not raw.isprintable():
         raise ValueError("must be a URL path starting with / (printable ASCII), e.g. /healthz")
@@ -353,6 +363,19 @@ class Settings(SettingsSection):
     sweep_interval_seconds: float = setting(60, template=True, parse=interval)
     release_allowance_seconds: int = setting(30, parameter="ReleaseAllowanceSeconds", low=0, high=3600)
     usage_table: str = setting("openalice-scheduler-usage", template=True)
+    # Lifecycle events (`scheduler/events`): each lease's history, the stack's bus, the owners' webhooks.
+    lease_events_table: str = setting("openalice-scheduler-lease-events", template=True)
+    event_bus_name: str | None = setting(None, template=True)
+    # lease.expiring comes this many seconds (up to one sweep period more) before an active lease expires; 0: never.
+    expiry_warning_seconds: int = setting(300, parameter="ExpiryWarningSeconds", low=0, high=86400)
+    webhooks_table: str = setting("openalice-scheduler-webhooks", template=True)
+    webhook_queue_url: str | None = setting(None, template=True)
+    webhook_dead_letter_queue_url: str | None = setting(None, template=True)
+    # How long a delivery is retried (with backoff) before it is kept in the dead-letter queue.
+    webhook_retry_seconds: int = setting(86400, parameter="WebhookRetrySeconds", low=0, high=1209600)
+    webhook_allow_loopback: bool = setting(
+        False, local="make run's local receivers: webhooks to loopback addresses, over http too", parse=flag
+    )
     log_level: str = setting("INFO", parameter="LogLevel", parse=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
     powertools_metrics_namespace: str = setting("OpenAliceScheduler", template=True)
     aws_lambda_exec_wrapper: str | None = setting(None, template=True)

@@ -47,6 +47,11 @@ class OtherOwnersLease(LeaseNotFound):
         self.reason = reason
 
 
+class OtherOwnersWebhook(NotFound):
+    """A service caller named another owner's webhook: answered as one that does not exist, and logged and counted
+    as the refused authorization it is."""
+
+
 class NotLeaseOwner(Forbidden):
     """The lease has an owner and the caller is not it."""
 

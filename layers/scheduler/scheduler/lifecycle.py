@@ -14,6 +14,9 @@ An active lease's worker is `starting` until its provider reports it usable, the
 written once, by `mark_ready`); `check_readiness` is the claim that lets one caller at a time ask the
 provider. A worker that fails to boot (ERROR/EXITED while starting, or never ready within
 READY_TIMEOUT_SECONDS) is ended through `claim_boot_failed`, which only a still-starting lease takes.
+The sweep warns of an active lease's coming expiry once per expiry (`warn_expiry`: the mark names the expiry
+warned of, so a renewal, which moves the expiry, makes room for the next warning); the leases table's stream
+turns the mark into the `lease.expiring` event (`scheduler.events`).
 
 A lease is *live* (it may own a worker, and sits in the sweep index) while pending, active or
 releasing. Every end goes through a claim (`releasing`) first, except `fail_pending` (acquire gave
@@ -72,6 +75,7 @@ class Guard(Enum):
     CHECK_DUE = "nobody asked the provider about the worker's readiness within the refresh interval"
     SEEN_EXPIRY = "the lease still expires when the caller read it (only when the caller read it)"
     WORKER_LIFE = "the new expiry is no later than the worker's own end (worker_ends_epoch), where it has one"
+    NOT_WARNED = "no expiry warning was written for the expiry the caller read (warned_expiry is another or none)"
 
 
 class Write(Enum):
@@ -96,6 +100,7 @@ class Write(Enum):
     READY = "worker_state ready and ready_at, starting_shard removed (once: only a starting lease takes it)"
     CREATED_BY = "created_by: the caller whose acquire recorded the lease (with the new item; never changed)"
     ENDED_BY = "ended_by: who ended the lease (a finished claim's claimed_by; fail_pending: whoever gave up on it)"
+    WARN = "warned_expiry: the expiry the sweep warned of (the stream makes it the lease.expiring event)"
     REWEIGH_COUNTERS = (
         "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
         " spend at renew), the difference taken or given back in the same transaction"
@@ -194,6 +199,14 @@ CLAIM_BOOT_FAILED = Transition(
     writes=(Write.TAKE_CLAIM, Write.RECORD_REASON),
     outcome=LeaseStatus.FAILED,
 )
+# SEEN_EXPIRY and NOT_WARNED bind the expiry the sweep read: a renewal in between makes the warning lose.
+WARN_EXPIRY = Transition(
+    "warn_expiry",
+    frozenset({_A}),
+    _A,
+    guards=(Guard.NOT_EXPIRED, Guard.SEEN_EXPIRY, Guard.NOT_WARNED),
+    writes=(Write.WARN,),
+)
 RECLAIM_TTL_DELETED = Transition(
     "reclaim_ttl_deleted", None, _R, writes=(Write.ENTER_INDEX, Write.TAKE_CLAIM), outcome=LeaseStatus.EXPIRED
 )
@@ -212,6 +225,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     CHECK_READINESS,
     MARK_READY,
     CLAIM_BOOT_FAILED,
+    WARN_EXPIRY,
     RECLAIM_TTL_DELETED,
     FINISH,
 )

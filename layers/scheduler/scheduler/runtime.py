@@ -18,6 +18,7 @@ from scheduler.deadline import Deadline, or_never
 if TYPE_CHECKING:  # built where first used: each function imports only what its handler needs
     from scheduler.api.identity import Identity
     from scheduler.callers.model import Caller
+    from scheduler.events.channels import Bus, DeliveryQueue
     from scheduler.handoff import Handoff
     from scheduler.idempotency import IdempotentAcquire
     from scheduler.leases.context import Context
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
     from scheduler.providers.configured import ConfiguredProviders
     from scheduler.store import LeaseStore
     from scheduler.store.callers import CallerStore
-    from scheduler.store.port import LeaseStorePort
+    from scheduler.store.port import HistoryPort, LeaseStorePort, WebhooksPort
 
     Part = Literal[
         "store",
@@ -42,6 +43,10 @@ if TYPE_CHECKING:  # built where first used: each function imports only what its
         "handoff",
         "callers",
         "identity",
+        "history",
+        "webhooks",
+        "bus",
+        "deliveries",
     ]
 
 # An API route must answer before API Gateway gives up on it (HTTP API: 30 s, whatever the function's
@@ -63,6 +68,10 @@ _PARTS = (
     "handoff",
     "callers",
     "identity",
+    "history",
+    "webhooks",
+    "bus",
+    "deliveries",
 )
 
 
@@ -99,6 +108,10 @@ class Runtime:
         handoff: Handoff | None = None,
         callers: CallerStore | None = None,
         identity: Identity | None = None,
+        history: HistoryPort | None = None,
+        webhooks: WebhooksPort | None = None,
+        bus: Bus | None = None,
+        deliveries: DeliveryQueue | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -123,6 +136,14 @@ class Runtime:
             self.callers = callers
         if identity is not None:
             self.identity = identity
+        if history is not None:
+            self.history = history
+        if webhooks is not None:
+            self.webhooks = webhooks
+        if bus is not None:
+            self.bus = bus
+        if deliveries is not None:
+            self.deliveries = deliveries
 
     @classmethod
     def from_environment(cls) -> Runtime:
@@ -229,6 +250,57 @@ class Runtime:
         return Identity(self.settings, lambda: self.callers)
 
     @cached_property
+    def history(self) -> HistoryPort:
+        """Each lease's history (LEASE_EVENTS_TABLE), on the lease store's DynamoDB client when there is one."""
+        from scheduler.store.history import HistoryStore
+        from scheduler.store.retries import Backoff
+
+        return HistoryStore(
+            self.settings.lease_events_table,
+            self._dynamodb(),
+            retention_seconds=self.settings.retention_seconds,
+            retry=Backoff(budget_seconds=self.settings.store_retry_seconds),
+        )
+
+    @cached_property
+    def webhooks(self) -> WebhooksPort:
+        """The webhooks registry (WEBHOOKS_TABLE), on the lease store's DynamoDB client when there is one."""
+        from scheduler.store.retries import Backoff
+        from scheduler.store.webhooks import WebhookStore
+
+        return WebhookStore(
+            self.settings.webhooks_table,
+            self._dynamodb(),
+            retry=Backoff(budget_seconds=self.settings.store_retry_seconds),
+        )
+
+    @cached_property
+    def bus(self) -> Bus:
+        """The stack's EventBridge bus (EVENT_BUS_NAME)."""
+        from scheduler.events.channels import EventBridgeBus
+
+        return EventBridgeBus(aws_client("events"), self.settings.event_bus_name)
+
+    @cached_property
+    def deliveries(self) -> DeliveryQueue:
+        """The webhook delivery queue and its dead-letter queue (WEBHOOK_QUEUE_URL, WEBHOOK_DEAD_LETTER_QUEUE_URL)."""
+        from scheduler.events.channels import SqsDeliveryQueue
+
+        return SqsDeliveryQueue(
+            lambda: aws_client("sqs"), self.settings.webhook_queue_url, self.settings.webhook_dead_letter_queue_url
+        )
+
+    def _dynamodb(self) -> Any:
+        """The lease store's client when this runtime has one (a test's embedded DynamoDB), else one of its own,
+        made once for the history and the webhooks registry both (a client costs milliseconds of a cold start)."""
+        store = self.__dict__.get("store")
+        if store is not None and hasattr(store, "client"):
+            return store.client
+        if "_own_dynamodb" not in self.__dict__:
+            self.__dict__["_own_dynamodb"] = dynamodb_client()
+        return self.__dict__["_own_dynamodb"]
+
+    @cached_property
     def handoff(self) -> Handoff:
         """Where a scheduled run hands on what it could not finish: its own function, invoked asynchronously."""
         from scheduler.handoff import LambdaHandoff
@@ -258,8 +330,13 @@ def lease_store(settings: Settings, client: Any = None) -> LeaseStore:
 
 def dynamodb_client() -> Any:
     """A DynamoDB client with bounded timeouts and standard retries."""
+    return aws_client("dynamodb")
+
+
+def aws_client(service: str) -> Any:
+    """A client of `service` (dynamodb, events, sqs) with bounded timeouts and standard retries."""
     import boto3
     from botocore.config import Config
 
     config = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
-    return boto3.client("dynamodb", config=config)
+    return boto3.client(service, config=config)  # type: ignore[call-overload]

@@ -87,6 +87,11 @@ if TYPE_CHECKING:
     class RotateRequestRules(TypedDict):
         grace_seconds: IntegerRule
 
+    class WebhookRequestRules(TypedDict):
+        url: TextRule
+        events: TextListRule
+        owner_id: TextRule
+
     class ListLeasesQueryRules(TypedDict):
         owner_id: TextRule
         kind: ChoiceRule
@@ -111,6 +116,13 @@ if TYPE_CHECKING:
         tail: IntegerRule
         since: TextRule
         timestamps: ChoiceRule
+
+    class ListLeaseEventsQueryRules(TypedDict):
+        after: IntegerRule
+        limit: IntegerRule
+
+    class ListWebhooksQueryRules(TypedDict):
+        owner_id: TextRule
 
     HeaderRules = TypedDict("HeaderRules", {"Idempotency-Key": TextRule, "X-Lease-Owner": TextRule})
 
@@ -240,6 +252,39 @@ ROTATE_REQUEST: Final[RotateRequestRules] = {
     },
 }
 
+# POST /v1/webhooks: the JSON body, schema WebhookRequest
+WEBHOOK_REQUEST: Final[WebhookRequestRules] = {
+    "url": {
+        "type": "string",
+        "required": True,
+        "nullable": False,
+        "max_length": 2048,
+        "pattern": "[hH][tT][tT][pP][sS]?://[!-~]+",
+    },
+    "events": {
+        "type": "array",
+        "required": False,
+        "nullable": True,
+        "max_items": 10,
+        "min_items": 1,
+        "unique": True,
+        "items": {
+            "type": "string",
+            "required": False,
+            "nullable": False,
+            "max_length": 64,
+            "pattern": "lease[.][a-z_]+",
+        },
+    },
+    "owner_id": {
+        "type": "string",
+        "required": False,
+        "nullable": True,
+        "max_length": 128,
+        "pattern": "[!-~]([ -~]*[!-~])?",
+    },
+}
+
 # GET /v1/leases: the query parameters (operation listLeases); no other is taken
 LIST_LEASES_QUERY: Final[ListLeasesQueryRules] = {
     "owner_id": {
@@ -365,6 +410,37 @@ GET_LEASE_LOGS_QUERY: Final[GetLeaseLogsQueryRules] = {
         "nullable": False,
         "enum": ("true", "false"),
         "default": "false",
+    },
+}
+
+# GET /v1/lease/{lease_id}/events: the query parameters (operation listLeaseEvents); no other is taken
+LIST_LEASE_EVENTS_QUERY: Final[ListLeaseEventsQueryRules] = {
+    "after": {
+        "type": "integer",
+        "required": False,
+        "nullable": False,
+        "default": 0,
+        "minimum": 0,
+        "maximum": 1000000000,
+    },
+    "limit": {
+        "type": "integer",
+        "required": False,
+        "nullable": False,
+        "default": 100,
+        "minimum": 1,
+        "maximum": 1000,
+    },
+}
+
+# GET /v1/webhooks: the query parameters (operation listWebhooks); no other is taken
+LIST_WEBHOOKS_QUERY: Final[ListWebhooksQueryRules] = {
+    "owner_id": {
+        "type": "string",
+        "required": False,
+        "nullable": False,
+        "max_length": 128,
+        "pattern": "[!-~]([ -~]*[!-~])?",
     },
 }
 

@@ -39,6 +39,7 @@ def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
         "stopped_workers_failed": 0,
         "workers_ready": 0,
         "boot_failures": 0,
+        "expiry_warnings": 0,
     }
     assert store.get(lease.lease_id).status == "expired"
     assert [name for name in metrics.names() if name != "ReleaseLatency"] == [
@@ -249,3 +250,16 @@ def test_the_sweep_reports_live_leases_per_docker_host_of_a_fleet(
     function("sweep_expired", runtime)(event("sweep_expired"))
 
     assert metrics.of("HostLeases") == [{"host": "a", "value": 0}, {"host": "b", "value": 0}]
+
+
+def test_the_sweep_warns_a_lease_about_to_expire_and_counts_it(
+    function: Callable[[str], Function], store: LeaseStore, leases: Leases, metrics: RecordedMetrics
+) -> None:
+    until_later = int((LATER - NOW).total_seconds())
+    warned = leases.active(ttl_seconds=until_later + 200)  # within the 300 s warning
+    leases.active(ttl_seconds=until_later + 5000)
+
+    report = function("sweep_expired", later(store, memory_provider(), metrics))(event("sweep_expired"))
+
+    assert report["expiry_warnings"] == 1
+    assert metrics.of("ExpiryWarning") == [{"provider": warned.provider, "kind": "renderer", "value": 1}]

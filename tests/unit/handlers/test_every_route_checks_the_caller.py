@@ -72,7 +72,7 @@ def runtime(mode: str) -> Runtime:
 
 def request_to(route: RouteSpec, authorizer: dict[str, Any]) -> dict[str, Any]:
     """A request on `route` as API Gateway hands it on (path parameters filled in)."""
-    parameters = {"lease_id": str(uuid.uuid4()), "name": "anim"}
+    parameters = {"lease_id": str(uuid.uuid4()), "name": "anim", "webhook_id": str(uuid.uuid4())}
     path = route.path.format(**parameters)
     used = {name: value for name, value in parameters.items() if f"{{{name}}}" in route.path}
     return {

@@ -22,6 +22,7 @@ from scheduler.errors import (
     NoCapacity,
     NotFound,
     OtherOwnersLease,
+    OtherOwnersWebhook,
     ProviderFailed,
     QuotaExceeded,
     SchedulerError,
@@ -292,7 +293,7 @@ def http_endpoint(handler: Callable[[HttpRequest, Any], Response]) -> Callable[[
             return handler(request, context)
         except SchedulerError as error:
             response = error_response(error)
-            if isinstance(error, Unauthorized | Forbidden | OtherOwnersLease):
+            if isinstance(error, Unauthorized | Forbidden | OtherOwnersLease | OtherOwnersWebhook):
                 auth_refused(runtime, request, error, response["statusCode"])
             else:
                 logger.info("request refused", extra={"status": response["statusCode"], "reason": error.message})

@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from scheduler.callers.model import Caller, Role
-from scheduler.errors import Forbidden, NotLeaseOwner, OtherOwnersLease, invalid_input
+from scheduler.errors import Forbidden, NotLeaseOwner, OtherOwnersLease, OtherOwnersWebhook, invalid_input
 from scheduler.lifecycle import owner_may_act
 
 Owners = tuple[str, ...] | None  # the owners a list, bulk release or usage report covers; None: every owner
@@ -118,6 +118,40 @@ def releasable_owners(caller: Caller, requested: str | None, header: str | None)
         problem = f"Field required: operator {caller.name} has no owners of its own, so name the owner"
         raise invalid_input("query", [{"field": "owner_id", "problem": problem}])
     return caller.owners
+
+
+def webhook_owner(caller: Caller, requested: str | None, header: str | None) -> str:
+    """The owner a new webhook is for (`POST /v1/webhooks`): the one the body names, else the caller's first. In
+    secret mode the body must name it and `X-Lease-Owner` equal it, as for a bulk release: only an owner may send
+    its leases' events somewhere."""
+    if caller.asserted:
+        if requested is None:
+            raise invalid_input("request body", [{"field": "owner_id", "problem": "Field required"}])
+        if header != requested:
+            raise NotLeaseOwner("X-Lease-Owner must equal owner_id: only an owner may add its webhooks")
+        return requested
+    check_owner_header(caller, header)
+    refuse_change(caller)
+    owner = requested or caller.default_owner
+    if owner is None:
+        problem = f"Field required: operator {caller.name} has no owners of its own, so name the owner"
+        raise invalid_input("request body", [{"field": "owner_id", "problem": problem}])
+    if caller.role is Role.SERVICE and owner not in caller.owners:
+        raise NotLeaseOwner(f"caller {caller.name} may not add webhooks for owner {owner}")
+    return owner
+
+
+def webhook_removal(caller: Caller, webhook_id: str, webhook_owner: str, header: str | None) -> None:
+    """Whether `caller` may remove a webhook of `webhook_owner` (`DELETE /v1/webhooks/{id}`); raises if not. To a
+    service another owner's webhook does not exist."""
+    if caller.asserted:
+        if header != webhook_owner:
+            raise NotLeaseOwner(f"webhook {webhook_id} belongs to another owner (X-Lease-Owner must name it)")
+        return
+    check_owner_header(caller, header)
+    refuse_change(caller)
+    if caller.role is Role.SERVICE and webhook_owner not in caller.owners:
+        raise OtherOwnersWebhook(f"webhook {webhook_id} not found")
 
 
 def refuse_change(caller: Caller) -> None:

@@ -1,14 +1,16 @@
 """The scheduled sweep: one run's passes (`run_sweep`), and the one over due leases (`sweep`).
 
-A scheduled run (hop 0) makes four passes:
+A scheduled run (hop 0) makes five passes:
 
 1. readiness, FIRST and within its own slice of the run (READINESS_PASS_SECONDS): booting workers recorded
    ready, the leases of those that failed to boot ended (`readiness.check_starting_leases`), so that a
    backlog of due leases never starves the boot-failure checks;
 2. due leases: every live lease past its expiry (TTL deletion can lag by days) or its stale release claim,
    released; what the run could not reach is handed on at once to another invocation, as hop + 1;
-3. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
-4. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
+3. expiry warnings: each active lease about to expire marked warned, once per expiry (`expiry_warnings`);
+   the leases table's stream makes each mark a `lease.expiring` event;
+4. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
+5. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
    fleet's hosts), from their counters (one BatchGetItem).
 
 A handed-on run (hop > 0) only carries on with the due leases. The caller turns the result into metrics.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
+from scheduler.leases.expiry_warnings import warn_expiring
 from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
 from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
@@ -69,7 +72,7 @@ HandOn = Callable[[int], bool]
 class SweepRun:
     """What one run did, pass by pass (a pass it did not make: empty)."""
 
-    __slots__ = ("booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped")
+    __slots__ = ("booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped", "warned")
 
     def __init__(
         self,
@@ -80,6 +83,7 @@ class SweepRun:
         stopped: StoppedReport,
         by_provider: dict[str, int],
         by_place: dict[str, int],
+        warned: list[Lease] | None = None,
     ) -> None:
         self.hop = hop
         self.booted = booted
@@ -88,6 +92,7 @@ class SweepRun:
         self.stopped = stopped
         self.by_provider = by_provider  # live leases of each provider with a cap (<NAME>_MAX_LEASES)
         self.by_place = by_place  # live leases on each place a provider keeps a counter for (a fleet's host)
+        self.warned = warned or []  # active leases warned of their coming expiry by this run
 
     @property
     def scheduled(self) -> bool:
@@ -96,7 +101,7 @@ class SweepRun:
 
 
 def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandOn) -> SweepRun:
-    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all four; a hand-off makes the
+    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all five; a hand-off makes the
     due-lease pass only), handing the rest on as hop + 1 when the due leases did not all fit."""
     if hop != 0:  # a hand-off carries on with the due leases only
         due = sweep(ctx)
@@ -104,9 +109,10 @@ def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandO
     booted = check_starting_leases(ctx.sooner(READINESS_PASS_SECONDS), readiness)
     due = sweep(ctx)
     handed_on = due.more and hand_on(hop + 1)
+    warned = warn_expiring(ctx)
     stopped = fail_stopped_workers(ctx)
     by_provider, by_place = read_gauges(ctx)
-    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place)
+    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place, warned)
 
 
 def read_gauges(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:

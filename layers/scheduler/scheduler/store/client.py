@@ -23,6 +23,7 @@ _SNAKE = {
     "Query": "query",
     "TransactWriteItems": "transact_write_items",
     "BatchGetItem": "batch_get_item",
+    "BatchWriteItem": "batch_write_item",
     "Scan": "scan",
 }
 _OUTAGE_CODES = frozenset(

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 from scheduler.lifecycle import (
     LISTED_UNTIL_ENDED,
     LISTED_UNTIL_EXPIRY,
+    WARN_EXPIRY,
     Guard,
     LeaseStatus,
     Transition,
@@ -126,6 +127,16 @@ def listed(now: int) -> Rendered:
     return Rendered(text, "", builder.names, builder.values)
 
 
+def warnable(now: int) -> Rendered:
+    """The filter of the leases the sweep may warn of their expiry at `now` (`lifecycle.WARN_EXPIRY`'s source
+    statuses, not expired, and no warning written for the expiry they have now)."""
+    builder = _Builder()
+    statuses = builder.status_in(WARN_EXPIRY.source or ())
+    unexpired = f"expires_epoch > {builder.value('now', number_attr(now))}"
+    text = f"{statuses} AND {unexpired} AND (attribute_not_exists(warned_expiry) OR warned_expiry <> expires_epoch)"
+    return Rendered(text, "", builder.names, builder.values)
+
+
 def condition(transition: Transition, inputs: Inputs) -> Rendered:
     """Only the condition: the lease is in a source status and passes every guard."""
     builder = _Builder()
@@ -196,6 +207,9 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
             return unbounded
         expires = builder.value("expires", number_attr(inputs.start + inputs.ttl_seconds))
         return f"({unbounded} OR worker_ends_epoch >= {expires})"
+    if guard is Guard.NOT_WARNED:
+        warned = builder.value("seen_expiry", number_attr(_required(inputs.seen_expiry, "seen_expiry")))
+        return f"(attribute_not_exists(warned_expiry) OR warned_expiry <> {warned})"
     if guard is Guard.CHECK_DUE:
         before = builder.value("checked_before", number_attr(inputs.checked_before))
         return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
@@ -227,6 +241,9 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 removes.append("starting_shard")
         elif write is Write.CHECKED:
             sets.append(f"ready_checked_epoch = {builder.value('now', number_attr(inputs.now))}")
+        elif write is Write.WARN:
+            warned = builder.value("seen_expiry", number_attr(_required(inputs.seen_expiry, "seen_expiry")))
+            sets.append(f"warned_expiry = {warned}")
         elif write is Write.READY:
             sets.append(f"worker_state = {builder.value('ready', string_attr(WorkerState.READY.value))}")
             sets.append(f"ready_epoch = {builder.value('now', number_attr(inputs.now))}")

@@ -312,6 +312,18 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
         except self._errors.ConditionalCheckFailedException:
             return None
 
+    # --- expiry warnings ---------------------------------------------------------------------------
+
+    def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
+        """Mark the lease warned of its expiry `expires_epoch` (the sweep's write; the stream makes it the
+        lease.expiring event); False when it was renewed, ended or warned of that expiry meanwhile."""
+        inputs = Inputs(now=epoch(now), seen_expiry=expires_epoch)
+        try:
+            self._call("UpdateItem", **self._key(lease_id), **render(lifecycle.WARN_EXPIRY, inputs).request())
+        except self._errors.ConditionalCheckFailedException:
+            return False
+        return True
+
     # --- internals -----------------------------------------------------------------------------
 
     def _claim(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim:

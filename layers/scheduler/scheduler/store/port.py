@@ -14,18 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
+    from scheduler.events.model import LifecycleEvent
     from scheduler.lifecycle import LeaseStatus
     from scheduler.models import Lease, ListFilter
     from scheduler.providers.base import ProvisionedWorker
     from scheduler.store.api_budget import QuotaWindow, Reserve
     from scheduler.store.counters import CounterState, Limit
+    from scheduler.store.history import Cursor
     from scheduler.store.items import Item
     from scheduler.store.leases import Claim
     from scheduler.store.usage import UsageRow
+    from scheduler.webhooks.model import WebhookRecord
 
 
 class LeaseReadsPort(Protocol):
@@ -54,6 +57,9 @@ class LeaseReadsPort(Protocol):
 
     def live_holds(self) -> list[tuple[str, ...]]:
         """The held counter entries of every live lease (what the counters should add up to)."""
+
+    def expiring_leases(self, now: datetime, until: datetime) -> Iterator[Lease]:
+        """Active leases expiring after `now` and by `until` whose current expiry no warning was written for."""
 
 
 class LeaseWritesPort(Protocol):
@@ -130,6 +136,9 @@ class LeaseWritesPort(Protocol):
     ) -> Claim | None:
         """A claim ending a still-starting lease `failed` (it never booted); None if it changed meanwhile."""
 
+    def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
+        """Mark an active lease warned of its expiry `expires_epoch`; False if it changed meanwhile."""
+
     def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
         """Extend an active lease to now + ttl (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
 
@@ -180,16 +189,64 @@ class ApiBudgetPort(Protocol):
         """Correct the budget from what the provider reported."""
 
 
+class HistoryPort(Protocol):
+    """Each lease's history (`store/history.py`): its events numbered in transition order."""
+
+    def record(
+        self, events: Sequence[LifecycleEvent], now: datetime, memo: dict[str, Cursor] | None = None
+    ) -> list[dict[str, Any]]:
+        """Number one stream record's events (one lease's); their documents (a record again: the same numbers);
+        `memo`: what one batch learnt of each lease's history."""
+
+    def page(self, lease_id: str, after: int, limit: int) -> tuple[list[dict[str, Any]], int | None]:
+        """The events numbered after `after`, in order, at most `limit`; the number to go on after (None: done)."""
+
+    def purge(self, lease_id: str) -> int:
+        """Delete the lease's history; how many events went."""
+
+
+class WebhooksPort(Protocol):
+    """The webhooks registry (`store/webhooks.py`)."""
+
+    def create(self, record: WebhookRecord, secret: str) -> None:
+        """Add a webhook with its signing secret."""
+
+    def get(self, webhook_id: str) -> tuple[WebhookRecord, str] | None:
+        """The webhook and its secret (None: none of that id)."""
+
+    def find(self, webhook_id: str) -> WebhookRecord | None:
+        """The webhook without its secret (None: none of that id)."""
+
+    def by_owner(self, owner_id: str) -> list[WebhookRecord]:
+        """The owner's webhooks (no secret read)."""
+
+    def every(self) -> list[WebhookRecord]:
+        """Every webhook (no secret read)."""
+
+    def delete(self, webhook_id: str) -> None:
+        """Remove a webhook (nothing when there is none)."""
+
+
 class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
     """Everything the use cases ask of the lease store."""
 
 
 if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for (nothing runs here)
     from scheduler.store.api_budget import ApiBudget
+    from scheduler.store.history import HistoryStore
     from scheduler.store.leases import LeaseStore
     from scheduler.store.memory import MemoryApiBudget, MemoryLeaseStore
+    from scheduler.store.memory.history import MemoryHistory
+    from scheduler.store.memory.webhooks import MemoryWebhooks
+    from scheduler.store.webhooks import WebhookStore
 
     def _both_conform(
         dynamodb: LeaseStore, memory: MemoryLeaseStore, budget: ApiBudget, memory_budget: MemoryApiBudget
     ) -> tuple[LeaseStorePort, LeaseStorePort, ApiBudgetPort, ApiBudgetPort]:
         return dynamodb, memory, budget, memory_budget
+
+    def _both_histories_conform(dynamodb: HistoryStore, memory: MemoryHistory) -> tuple[HistoryPort, HistoryPort]:
+        return dynamodb, memory
+
+    def _both_registries_conform(dynamodb: WebhookStore, memory: MemoryWebhooks) -> tuple[WebhooksPort, WebhooksPort]:
+        return dynamodb, memory

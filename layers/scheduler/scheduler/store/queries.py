@@ -147,6 +147,21 @@ class LeaseReads(TableClient):
                 if count >= limit:
                     return
 
+    def expiring_leases(self, now: datetime, until: datetime) -> Iterator[Lease]:
+        """Active leases expiring after `now` and by `until` that no warning was written for (their current
+        expiry): the live index's range `now < due_at <= until` (an active lease is due at its expiry), filtered."""
+        warnable = conditions.warnable(epoch(now))
+        window = {":after": number_attr(epoch(now) + 1), ":until": number_attr(epoch(until)), **warnable.values}
+        for shard in range(self._shards):
+            for item in self._index_items(
+                "live_shard = :shard AND due_at BETWEEN :after AND :until",
+                {":shard": string_attr(str(shard)), **window},
+                page_size=500,
+                filter_=warnable.condition,
+                names=warnable.names,
+            ):
+                yield lease_from_item(item)
+
     def live_holds(self) -> list[tuple[str, ...]]:
         """The counters each live lease holds (from the live index, held_counters only)."""
         return [

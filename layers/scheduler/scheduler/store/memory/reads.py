@@ -110,6 +110,20 @@ class MemoryReads:
         for item in due[:limit]:
             yield lease_from_item(item)
 
+    def expiring_leases(self, now: datetime, until: datetime) -> Iterator[Lease]:
+        """Active leases expiring after `now` and by `until` that no warning was written for."""
+        inputs = Inputs(now=epoch(now))
+        with self._lock:
+            live = [item for shard in range(self._shards) for item in self._live(shard)]
+            found = [
+                item
+                for item in live
+                if epoch(now) < _position(item)[0] <= epoch(until)
+                and holds(lifecycle.WARN_EXPIRY, inputs._replace(seen_expiry=_expiry(item)), item)
+            ]
+        for item in found:
+            yield lease_from_item(item)
+
     def live_holds(self) -> list[tuple[str, ...]]:
         with self._lock:
             return [counters.held_by(item) for shard in range(self._shards) for item in self._live(shard)]
@@ -146,6 +160,11 @@ class MemoryReads:
             return shard, (due, lease_id)
         except (ValueError, TypeError, UnicodeDecodeError, binascii.Error) as error:
             raise InvalidRequest("next_token is not a token this service issued") from error
+
+
+def _expiry(item: Item) -> int | None:
+    expires = number(item, "expires_epoch")
+    return None if expires is None else int(expires)
 
 
 def _position(item: Item) -> Position:

@@ -90,6 +90,8 @@ def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
                 new.pop("starting_shard", None)
         elif write is Write.CHECKED:
             new["ready_checked_epoch"] = number_attr(inputs.now)
+        elif write is Write.WARN:
+            new["warned_expiry"] = number_attr(_required(inputs.seen_expiry, "seen_expiry"))
         elif write is Write.READY:
             new["worker_state"] = string_attr(WorkerState.READY.value)
             new["ready_epoch"] = number_attr(inputs.now)
@@ -156,6 +158,8 @@ def _guard(guard: Guard, inputs: Inputs, item: Item) -> bool:
         ends, own = number(item, "worker_ends_epoch"), number(item, "ttl_seconds")
         ttl = inputs.ttl_seconds if inputs.ttl_seconds is not None else own
         return ends is None or ttl is None or inputs.start + int(ttl) <= ends
+    if guard is Guard.NOT_WARNED:
+        return number(item, "warned_expiry") != _required(inputs.seen_expiry, "seen_expiry")
     if guard is Guard.CHECK_DUE:
         checked = number(item, "ready_checked_epoch")
         return "ready_checked_epoch" not in item or (checked is not None and checked <= inputs.checked_before)

@@ -233,6 +233,13 @@ class MemoryLeaseStore(MemoryBooks):
             self._items[lease_id] = {**item, "starting_shard": item["live_shard"]}
         return True
 
+    # --- expiry warnings ---------------------------------------------------------------------------
+
+    def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
+        """Mark the lease warned of its expiry `expires_epoch`; False when it changed meanwhile."""
+        inputs = Inputs(now=epoch(now), seen_expiry=expires_epoch)
+        return self._lease_or_none(lifecycle.WARN_EXPIRY, lease_id, inputs) is not None
+
     # --- renew ---------------------------------------------------------------------------------
 
     def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
