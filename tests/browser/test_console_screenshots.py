@@ -1,5 +1,5 @@
 """Each view at 1280×800, from a local stack of its own (`make run`: nothing another test added) with leases from
-three owners on both providers, two queued and one under a preemption notice (stand-ins until the queue is built),
+three owners on both providers, two queued and one under a preemption notice (the stand-in until issue 26 merges),
 and how long the first view takes to show data.
 
 The screenshots go to the test's own folder; with CONSOLE_SCREENSHOTS=<folder> (the closing note's: docs/console)
@@ -54,12 +54,24 @@ def _first_data_ms(driver: Any) -> float:
     return float(wait_until(driver, lambda d: d.execute_script(script), what="the first data"))
 
 
+def _log_in(driver: Any, token: str, leases: int) -> float:
+    """Log in with the form; answers the milliseconds from its submit to the live leases on screen."""
+    driver.find_element("name", "token").send_keys(token + "\n")
+    wait_until(driver, lambda d: len(rows(d)) >= leases, what="the seeded leases")
+    return float(
+        driver.execute_script(
+            "return performance.getEntriesByName('console:first-data')[0].startTime"
+            " - performance.getEntriesByName('console:login')[0].startTime"
+        )
+    )
+
+
 def test_every_view_at_1280_by_800_and_the_time_to_the_first_data(
     driver: Any, shots: World, docker_client: Any, tmp_path: Path
 ) -> None:
     folder = _folder(tmp_path)
     proxy, admin_token, fleet, stand_ins = shots.proxy, shots.admin_token, shots.fleet, shots.stand_ins
-    (victim,) = stand_ins.notices
+    (victim,) = stand_ins.notices  # stand-in (issue 26): these two lines go at its merge
     stand_ins.notices[victim]["preempt_at"] = rfc3339(datetime.now(UTC) + timedelta(seconds=100))
     shown = fleet.of(OWNERS[0], "local-docker")
     lines = "; ".join(f"echo 'frame {n:03d}/240 rendered in 0.{40 + n % 9}s'" for n in range(1, 25))
@@ -68,12 +80,7 @@ def test_every_view_at_1280_by_800_and_the_time_to_the_first_data(
     driver.get(f"{proxy.url}/console/")
     wait_until(driver, lambda d: d.find_element("name", "token").is_displayed())
     driver.save_screenshot(str(folder / "login.png"))
-    driver.find_element("name", "token").send_keys(admin_token + "\n")
-    wait_until(driver, lambda d: len(rows(d)) >= len(fleet.live), what="the seeded leases")
-    login_ms = driver.execute_script(
-        "return performance.getEntriesByName('console:first-data')[0].startTime"
-        " - performance.getEntriesByName('console:login')[0].startTime"
-    )
+    cold_login_ms = _log_in(driver, admin_token, len(fleet.live))  # the stack's first GET /v1/leases and /v1/callers
     driver.save_screenshot(str(folder / "leases.png"))
 
     show_view(driver, proxy, f"#/lease/{shown['lease_id']}")
@@ -91,13 +98,20 @@ def test_every_view_at_1280_by_800_and_the_time_to_the_first_data(
     for _ in range(LOADS):
         open_console(driver, proxy.url, admin_token)
         loads.append(_first_data_ms(driver))
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(f"{proxy.url}/console/")
+    wait_until(driver, lambda d: d.find_element("name", "token").is_displayed())
+    warm_login_ms = _log_in(driver, admin_token, len(fleet.live))
     timings = {
         "what": "ms from the page's navigation start to the first view's data on screen (performance mark)",
         "page_load_to_live_leases_ms": {
             "median": round(statistics.median(loads), 1),
             "runs": [round(x) for x in loads],
         },
-        "login_submit_to_live_leases_ms": round(float(login_ms), 1),
+        "login_submit_to_live_leases_ms": {
+            "first_on_a_fresh_stack": round(cold_login_ms, 1),
+            "again_once_its_functions_are_warm": round(warm_login_ms, 1),
+        },
         "leases_shown": len(rows(driver)),
         "measured_at": rfc3339(datetime.now(UTC)),
     }

@@ -1,20 +1,18 @@
-"""A loopback proxy in front of the local stack for the console's browser tests, with stand-ins for the two routes
-the console reads that this build may not have yet: `GET /v1/queue` (issue 26) and `GET /v1/lease/{id}/events`
-(issue 27).
+"""A loopback proxy in front of the local stack for the console's browser tests, with a stand-in for the one route
+the console reads that this build lacks yet: `GET /v1/queue` (issue 26), and the preemption notices that come with
+it (`preempt_at` on a live lease).
 
-Every request goes to the stack first; a stand-in answers only when the stack answers API Gateway's own 404 (no
-such route), so once a route exists the stack's answer is the one the console sees and the stand-in is never used.
-The stand-ins answer in the shapes those issues give the routes: `{"queue": [Lease + queue_position, ...]}` and
-`{"events": [{"id", "type", "timestamp", "data": {..., "actor", "reason", "sequence"}}], "next_after": null}`;
-leases under a preemption notice carry `preempt_at` (added to a stack's lease that lacks the field).
+Every request goes to the stack first; the stand-in answers only when the stack answers API Gateway's own 404 (no
+such route), so once the route exists the stack's answer is the one the console sees and the stand-in is never
+used. It answers in the shape issue 26 gives the route (openapi.yaml on i26-queue): `{"queue": [LiveLease with
+queue_position, ...]}`; a lease named in `notices` gets its `preempt_at` where the stack's lease has no such field.
 
-`hide_routes` makes the proxy answer those two routes with API Gateway's 404 whatever the stack has: an API
-without them, as the console must degrade for.
+`hide_routes` makes the proxy answer `GET /v1/queue` and `GET /v1/lease/{id}/events` with API Gateway's 404
+whatever the stack has: an API without them (an older deploy), as the console must degrade for.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -30,7 +28,6 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"
 _EVENTS = re.compile(r"^/v1/lease/([^/]+)/events$")
 _ONE_LEASE = re.compile(r"^/v1/lease/([^/]+)$")
 _GATEWAY_404 = {"message": "Not Found"}
-_ENDED = {"released": "lease.released", "expired": "lease.expired", "failed": "lease.failed"}
 
 
 def rfc3339(moment: datetime) -> str:
@@ -39,39 +36,13 @@ def rfc3339(moment: datetime) -> str:
 
 @dataclass
 class StandIns:
-    """What the stand-ins answer, and which of them were used."""
+    """What the stand-in answers, which of its parts were used, and whether the proxy hides the newer routes."""
 
+    # stand-in (issue 26): these three go at its merge.
     queue: list[dict[str, Any]] = field(default_factory=list)  # queued leases, in admission order
     notices: dict[str, dict[str, Any]] = field(default_factory=dict)  # lease id → preempt_at, priority, preemptible
-    hide_routes: bool = False
     used: set[str] = field(default_factory=set)
-
-
-def events_of(lease: dict[str, Any]) -> list[dict[str, Any]]:
-    """A lease's history as issue 27 describes it, made from what the lease records: its start (the caller that
-    made it), its worker's readiness, and its end (who ended it, and why)."""
-    steps: list[tuple[str, str, str, str | None]] = [
-        ("lease.active", lease["created_at"], lease["created_by"] or "unknown", None)
-    ]
-    if lease.get("ready_at"):
-        steps.append(("lease.ready", lease["ready_at"], "sweep", None))
-    if lease["status"] in _ENDED:
-        ended = lease.get("released_at") or lease["expires_at"]
-        steps.append((_ENDED[lease["status"]], ended, lease.get("ended_by") or "unknown", lease.get("failure_reason")))
-    keys = ("lease_id", "owner_id", "status", "worker_state", "provider", "kind", "gpu", "region", "correlation_id")
-    events = []
-    for sequence, (kind, at, actor, reason) in enumerate(steps, start=1):
-        digest = hashlib.sha256(f"{lease['lease_id']}:{sequence}".encode()).hexdigest()[:32]
-        data = {key: lease.get(key) for key in keys}
-        data |= {
-            "created_at": lease["created_at"],
-            "expires_at": lease["expires_at"],
-            "ready_at": lease.get("ready_at"),
-        }
-        data |= {"released_at": lease.get("released_at"), "preempt_at": lease.get("preempt_at")}
-        data |= {"actor": actor, "reason": reason, "sequence": sequence}
-        events.append({"id": f"evt_{digest}", "type": kind, "timestamp": at, "data": data})
-    return events
+    hide_routes: bool = False
 
 
 class ConsoleProxy(ThreadingHTTPServer):
@@ -127,10 +98,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         self.server.paths.append(self.path)
         stand_ins = self.server.stand_ins
-        is_stood_in = self.command == "GET" and (path == "/v1/queue" or _EVENTS.match(path) is not None)
-        if is_stood_in and stand_ins.hide_routes:
+        hidden = self.command == "GET" and (path == "/v1/queue" or _EVENTS.match(path) is not None)
+        if hidden and stand_ins.hide_routes:
             self._send(404, {"Content-Type": "application/json"}, json.dumps(_GATEWAY_404).encode())
             return
+        is_stood_in = self.command == "GET" and path == "/v1/queue"  # stand-in (issue 26): goes at its merge
         try:
             answer = self._forward(self.command, self.path, body)
         except requests.ConnectionError:  # the stack stopped under a page still polling it
@@ -138,31 +110,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         content = answer.content
         if is_stood_in and answer.status_code == 404 and _is_gateway_404(content):
-            status, content = self._stand_in(path)
+            status, content = self._stand_in()
             self._send(status, {"Content-Type": "application/json"}, content)
             return
-        if self.command == "GET" and answer.status_code == 200 and stand_ins.notices:
+        if self.command == "GET" and answer.status_code == 200 and stand_ins.notices:  # stand-in (issue 26)
             content = self._with_notices(path, content)
         headers = {name: value for name, value in answer.headers.items() if name.lower() not in _HOP_BY_HOP}
         self._send(answer.status_code, headers, content)
 
-    def _stand_in(self, path: str) -> tuple[int, bytes]:
-        stand_ins = self.server.stand_ins
+    def _stand_in(self) -> tuple[int, bytes]:
+        """`GET /v1/queue` where the stack has no such route (stand-in, issue 26: goes at its merge)."""
         if not (self.headers.get("Authorization") or self.headers.get("X-Internal-Secret")):
             return 401, json.dumps({"message": "Unauthorized"}).encode()
-        if path == "/v1/queue":
-            stand_ins.used.add("queue")
-            return 200, json.dumps({"queue": stand_ins.queue}).encode()
-        found = _EVENTS.match(path)
-        assert found is not None
-        read = self._forward("GET", f"/v1/lease/{found.group(1)}")
-        if read.status_code != 200:
-            return read.status_code, read.content
-        stand_ins.used.add("events")
-        return 200, json.dumps({"events": events_of(read.json()["lease"]), "next_after": None}).encode()
+        self.server.stand_ins.used.add("queue")
+        return 200, json.dumps({"queue": self.server.stand_ins.queue}).encode()
 
     def _with_notices(self, path: str, content: bytes) -> bytes:
-        """A stack lease named in `notices` gets its preemption notice, where the stack gives none."""
+        """A stack lease named in `notices` gets its preemption notice, where the stack gives none (stand-in, issue
+        26: goes at its merge)."""
         if path != "/v1/leases" and not _ONE_LEASE.match(path):
             return content
         document = json.loads(content)

@@ -1,6 +1,7 @@
 """What the console's browser tests show: leases from three owners on both providers (local-docker and the RunPod
 fake), a few ended ones (today's spend), thirty days of spend per owner written into the usage table as the store
-keeps it, one lease with markup in its correlation_id, and the stand-ins' queue and preemption notice."""
+keeps it, one lease with markup in its correlation_id, and the queue's stand-in: two queued leases and a preemption
+notice (issue 26)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def seed_usage_history(stack: RunningStack, days: int = 29, seed: int = 29) -> l
 
 
 def stand_ins_for(fleet: Fleet) -> StandIns:
-    """Two queued leases (issue 26's shape) and a preemption notice on anim-service's RunPod lease."""
+    """Two queued leases (issue 26's shape) and a preemption notice on anim-service's RunPod lease (stand-in, issue
+    26: goes at its merge, for a queue the stack makes itself)."""
     now = datetime.now(UTC)
 
     def queued(owner: str, priority: int, position: int, waited: int, reason: str) -> dict[str, Any]:

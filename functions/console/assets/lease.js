@@ -16,6 +16,8 @@ const ORDER = [
   "queued_at", "queued_until", "queue_position", "queue_reason", "admitted_at",
 ];
 const MONEY = new Set(["cost_per_hour", "max_cost_per_hour", "cost_usd"]);
+const ENDS = new Set(["lease.released", "lease.expired", "lease.failed", "lease.preempted"]);
+const ENDED_READS = 6;
 
 function isTime(name) {
   return name.endsWith("_at") || name.endsWith("_until");
@@ -69,24 +71,41 @@ export function createLeaseView(session) {
   const logs = createLogs();
   let leaseId = null;
   let current = null;
-  let historyShown = false;
   let toLogs = false;
+  const timeline = { events: [], after: 0, loaded: false, closed: false, endedReads: 0 };
 
-  async function loadHistory() {
-    const events = [];
-    let after = 0;
+  // The events numbered after the last one shown (all of them the first time), appended.
+  async function loadHistory(mine) {
     try {
-      for (let page = 0; page < 20 && after !== null; page += 1) {
-        const answer = await call(`v1/lease/${encodeURIComponent(leaseId)}/events`, { query: { after } });
-        events.push(...(answer.events || []));
-        after = answer.next_after;
+      for (let page = 0, after = timeline.after; page < 20 && after !== null; page += 1) {
+        const answer = await call(`v1/lease/${encodeURIComponent(mine)}/events`, { query: { after } });
+        if (mine !== leaseId) return;
+        const fresh = answer.events || [];
+        timeline.events.push(...fresh);
+        if (fresh.length) timeline.after = Number(fresh[fresh.length - 1].data?.sequence) || timeline.after;
+        after = answer.next_after ?? null;
       }
-      fill(history, events.map(historyItem));
-      say(historyStatus, events.length ? "" : "No event recorded yet.");
+      timeline.loaded = true;
+      fill(history, timeline.events.map(historyItem));
+      say(historyStatus, timeline.events.length ? "" : "No event recorded yet.");
     } catch (failure) {
+      if (mine !== leaseId) return;
+      // A route this API lacks, or a history this credential may not read, is said once and not asked again.
+      timeline.closed = failure.routeMissing || failure.status === 403 || failure.status === 404;
       fill(history);
       say(historyStatus, explain(failure, "this lease's history"), failure.routeMissing ? "info" : "error");
     }
+  }
+
+  // Asked again at each refresh while the lease is live; once it has ended, until its end is in the history (the
+  // event follows the transition by a moment: it comes from the table's stream), a few times at most.
+  function historyWanted() {
+    if (timeline.closed) return false;
+    if (!timeline.loaded || LIVE.has(current.status)) return true;
+    const last = timeline.events[timeline.events.length - 1];
+    if (last && ENDS.has(last.type)) return false;
+    timeline.endedReads += 1;
+    return timeline.endedReads <= ENDED_READS;
   }
 
   async function load() {
@@ -106,10 +125,7 @@ export function createLeaseView(session) {
       say(error, "");
       say(status, `updated ${clock()}`);
       markFirstData();
-      if (!historyShown || LIVE.has(current.status)) {
-        historyShown = true;
-        await loadHistory();
-      }
+      if (historyWanted()) await loadHistory(mine);
       logs.update(current);
     } catch (failure) {
       say(error, explain(failure, `lease ${mine}`), "error");
@@ -153,7 +169,7 @@ export function createLeaseView(session) {
       leaseId = params.id;
       if (changed) {
         current = null;
-        historyShown = false;
+        Object.assign(timeline, { events: [], after: 0, loaded: false, closed: false, endedReads: 0 });
         fill(title, "Lease ", h("span", { class: "mono" }, leaseId));
         fill(list);
         fill(history);
