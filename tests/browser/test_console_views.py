@@ -4,6 +4,7 @@ leases, one lease (every field, its history, its logs, its release), the queue a
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,7 +15,7 @@ from selenium.webdriver.support.select import Select
 
 from tests.browser.conftest import CREDENTIAL_KEY, caller_token, cells, open_console, rows
 from tests.fakes.runpod import FakeRunPod
-from tests.support.browser import wait_until
+from tests.support.browser import console_errors, wait_until
 from tests.support.console_proxy import ConsoleProxy, StandIns
 from tests.support.console_seed import OWNERS, Fleet, acquire, bearer
 from tests.support.stack import RunningStack
@@ -250,6 +251,31 @@ def test_an_operator_releases_a_lease_after_confirming(
     assert api(proxy, f"/v1/lease/{lease['lease_id']}", admin_token)["lease"]["status"] == "released"
     assert not docker_client.containers.list(all=True, filters={"id": lease["provider_token"]})
     wait_until(driver, lambda d: not d.find_element("css selector", "[data-action='release']").is_displayed())
+
+
+@pytest.fixture
+def slow_deletes(stand_ins: StandIns) -> Iterator[None]:
+    """Each DELETE's answer reaches the browser 3 s after the stack acted on it: longer than a logs read's period."""
+    stand_ins.slow_deletes = 3.0
+    yield
+    stand_ins.slow_deletes = 0.0
+
+
+@pytest.mark.usefixtures("slow_deletes")
+def test_a_release_from_the_logs_stops_following_them_before_the_worker_goes(
+    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
+) -> None:
+    lease = acquire(console_stack, admin_token, owner_id=OWNERS[0], ttl_seconds=600)
+    open_console(driver, proxy.url, admin_token, f"#/lease/{lease['lease_id']}/logs")
+    wait_until(driver, lambda d: "following" in text_of(d, "logs-status"), what="the logs followed")
+    driver.find_element("css selector", "[data-action='release']").click()
+    driver.find_element("id", "confirm-release").click()
+
+    wait_until(driver, lambda d: "Released lease" in text_of(d, "notice"), what="the release said")
+    time.sleep(2.5)  # a logs read's period more: one still scheduled would have gone by now
+    assert console_errors(driver) == []  # no read answered 410 (Gone) while, or after, the worker went
+    said = wait_until(driver, lambda d: "not following" in (t := text_of(d, "logs-status")) and t, what="the end")
+    assert said.endswith("not following: the lease is released, its worker gone")
 
 
 # --- the queue -----------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ used. It answers in the shape issue 26 gives the route (openapi.yaml on i26-queu
 queue_position, ...]}`; a lease named in `notices` gets its `preempt_at` where the stack's lease has no such field.
 
 `hide_routes` makes the proxy answer `GET /v1/queue` and `GET /v1/lease/{id}/events` with API Gateway's 404
-whatever the stack has: an API without them (an older deploy), as the console must degrade for.
+whatever the stack has: an API without them (an older deploy), as the console must degrade for. `slow_deletes`
+holds a DELETE's answer a while after the stack has acted on it: a release whose answer is slow.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +45,8 @@ class StandIns:
     notices: dict[str, dict[str, Any]] = field(default_factory=dict)  # lease id → preempt_at, priority, preemptible
     used: set[str] = field(default_factory=set)
     hide_routes: bool = False
+    # Seconds the proxy holds a DELETE's answer after the stack has given it: a release whose answer is slow.
+    slow_deletes: float = 0.0
 
 
 class ConsoleProxy(ThreadingHTTPServer):
@@ -109,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(502, {"Content-Type": "application/json"}, b'{"message":"Bad Gateway"}')
             return
         content = answer.content
+        if self.command == "DELETE" and stand_ins.slow_deletes:
+            time.sleep(stand_ins.slow_deletes)
         if is_stood_in and answer.status_code == 404 and _is_gateway_404(content):
             status, content = self._stand_in()
             self._send(status, {"Content-Type": "application/json"}, content)

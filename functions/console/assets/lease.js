@@ -152,6 +152,7 @@ export function createLeaseView(session) {
     }
     const target = current;
     say(status, `releasing ${target.lease_id}…`);
+    logs.pause();
     try {
       await call(`v1/lease/${encodeURIComponent(target.lease_id)}`, { method: "DELETE", owner: target.owner_id });
       session.notify(`Released lease ${target.lease_id} at ${clock()}.`);

@@ -27,6 +27,7 @@ export function createLogs() {
   let atLastStamp = new Set();
   let loaded = false;
   let finished = false;
+  let paused = false;
 
   function render() {
     const pinned = output.scrollTop + output.clientHeight >= output.scrollHeight - 4;
@@ -104,6 +105,7 @@ export function createLogs() {
       atLastStamp = new Set();
       loaded = false;
       finished = false;
+      paused = false;
       output.textContent = "";
       say(status, "Loading…");
     },
@@ -121,15 +123,23 @@ export function createLogs() {
         say(status, `The lease is ${lease.status}: its worker was removed, and its output with it.`);
         return;
       }
-      if (first || (!loaded && !finished)) {
+      if (first || (!loaded && !finished) || paused) {
+        paused = false;
         if (follow.checked && FOLLOWED.has(lease.status)) reader.start();
-        else read();
+        else if (!loaded) read();
       } else if (!FOLLOWED.has(lease.status)) {
         reader.stop();
+        say(status, `${lines.length} lines · not following: the lease is ${lease.status}, its worker gone`);
       }
     },
     stop() {
       reader.stop();
+    },
+    // Stopped while the worker is being removed (a release from this view: a read then would be answered 410);
+    // the next update() follows again if the lease is still live.
+    pause() {
+      reader.stop();
+      paused = true;
     },
   };
 }
