@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import requests
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.keys import Keys
 
 from tests.browser.conftest import caller_token, cells, open_console, rows, show_view
@@ -141,25 +142,48 @@ def test_every_view_fits_a_390_px_wide_phone(driver: Any, proxy: ConsoleProxy, a
     assert all(link.is_displayed() and link.rect["x"] + link.rect["width"] <= 390 for link in nav)
 
 
+def _tab(driver: Any) -> str:
+    """Press Tab wherever the focus is; answers what has it now (a link's address, a control's name, an id)."""
+    ActionChains(driver).send_keys(Keys.TAB).perform()
+    return str(
+        driver.execute_script(
+            "const e = document.activeElement;"
+            " return e.getAttribute('href') || e.getAttribute('name') || e.id || e.localName"
+        )
+    )
+
+
 def test_the_keyboard_reaches_every_view_and_a_lease_s_logs(
     driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
 ) -> None:
     open_console(driver, proxy.url, admin_token)
     wait_until(driver, lambda d: rows(d), what="the leases")
-    reached = []
-    body = driver.find_element("tag name", "body")
-    for _ in range(40):
-        body.send_keys(Keys.TAB) if not reached else driver.switch_to.active_element.send_keys(Keys.TAB)
-        active = driver.switch_to.active_element
-        reached.append(active.get_attribute("href") or active.get_attribute("name") or active.get_attribute("id"))
-    assert {f"{proxy.url}/console/{view}" for view in VIEWS} <= set(reached)
+    driver.execute_script("document.activeElement.blur()")
+    reached = [_tab(driver) for _ in range(40)]
+
+    assert set(VIEWS) <= set(reached)
     assert {"owner_id", "provider", "status", "logout"} <= set(reached)
-    logs = next(link for link in reached if link and link.endswith("/logs"))
-    target = driver.find_element("css selector", f"a[href='{logs.removeprefix(proxy.url + '/console/')}']")
-    while driver.switch_to.active_element != target:
-        driver.switch_to.active_element.send_keys(Keys.TAB)
-    target.send_keys(Keys.ENTER)
+    logs = next(link for link in reached if link.endswith("/logs"))
+    while _tab(driver) != logs:
+        pass
+    ActionChains(driver).send_keys(Keys.ENTER).perform()
     wait_until(driver, lambda d: d.switch_to.active_element.get_attribute("id") == "logs", what="focus on the logs")
+
+
+def test_a_refresh_of_the_table_keeps_the_keyboard_s_place(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
+    lease_id = fleet.of(OWNERS[2], "local-docker")["lease_id"]
+    open_console(driver, proxy.url, admin_token)
+    link = wait_until(driver, lambda d: rows(d)[lease_id]).find_element("css selector", "td[data-label='Logs'] a")
+    driver.execute_script("arguments[0].focus()", link)
+    before = driver.find_element("id", "leases-status").text
+
+    wait_until(driver, lambda d: d.find_element("id", "leases-status").text != before, what="the next refresh")
+    focused = (
+        "const e = document.activeElement; return [e.closest('tr')?.dataset.leaseId, e.closest('td')?.dataset.label]"
+    )
+    assert driver.execute_script(focused) == [lease_id, "Logs"]
 
 
 def test_the_keyboard_opens_the_release_confirmation_and_escape_keeps_the_lease(

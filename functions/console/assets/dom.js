@@ -45,6 +45,20 @@ export function fill(node, ...children) {
   return append(node, children);
 }
 
+// Replace the rows of a table that refreshes, keeping the keyboard's place: the link or button that had focus in
+// a row (by the row's lease id and the cell's label) has it again in the new row, if that row is still there.
+export function fillRows(tbody, rows) {
+  const active = document.activeElement;
+  const row = active && tbody.contains(active) ? active.closest("tr[data-lease-id]") : null;
+  const cell = row ? active.closest("td[data-label]") : null;
+  fill(tbody, rows);
+  if (!row || !cell) return;
+  const again = tbody.querySelector(
+    `tr[data-lease-id="${CSS.escape(row.dataset.leaseId)}"] td[data-label="${CSS.escape(cell.dataset.label)}"] ${active.localName}`,
+  );
+  if (again) again.focus({ preventScroll: true });
+}
+
 export function byId(id) {
   const found = document.getElementById(id);
   if (!found) throw new Error(`the page has no #${id}`);

@@ -3,7 +3,7 @@
 
 import { allPages, explain, poller } from "./api.js";
 import {
-  age, byId, clock, fill, h, host, leaseHref, markFirstData, perHour, say, shortId, show, text, timeLeft, usd,
+  age, byId, clock, fillRows, h, host, leaseHref, markFirstData, perHour, say, shortId, show, text, timeLeft, usd,
 } from "./dom.js";
 
 const REFRESH_MS = 5000;
@@ -60,7 +60,7 @@ export function createLeasesView() {
       const { items, complete } = await allPages("v1/leases", "leases", query);
       const shown = items.filter((lease) => !filters.status || lease.status === filters.status);
       const now = Date.now() / 1000;
-      fill(rows, shown.map((lease) => row(lease, now)));
+      fillRows(rows, shown.map((lease) => row(lease, now)));
       show(empty, shown.length === 0);
       say(error, "");
       const more = complete ? "" : " (the first 5,000 only)";

@@ -3,7 +3,7 @@
 // GET /v1/leases) with their time left. Refreshed every few seconds.
 
 import { allPages, call, explain, poller } from "./api.js";
-import { age, byId, clock, fill, h, markFirstData, say, show, text, timeLeft } from "./dom.js";
+import { age, byId, clock, fill, fillRows, h, markFirstData, say, show, text, timeLeft } from "./dom.js";
 import { leaseLink } from "./leases.js";
 
 const REFRESH_MS = 5000;
@@ -54,7 +54,7 @@ export function createQueueView() {
     try {
       const answer = await call("v1/queue", { query: { limit: 1000 } });
       const queued = answer.queue || [];
-      fill(rows, queued.map((lease) => queuedRow(lease, now)));
+      fillRows(rows, queued.map((lease) => queuedRow(lease, now)));
       show(empty, queued.length === 0);
       say(error, "");
       return true;
@@ -70,7 +70,7 @@ export function createQueueView() {
     try {
       const { items } = await allPages("v1/leases", "leases", { limit: 500 });
       const noticed = items.filter((lease) => lease.preempt_at).sort((a, b) => (a.preempt_at < b.preempt_at ? -1 : 1));
-      fill(noticeRows, noticed.map((lease) => noticeRow(lease, now)));
+      fillRows(noticeRows, noticed.map((lease) => noticeRow(lease, now)));
       show(noticeEmpty, noticed.length === 0);
       say(noticeError, "");
       return true;
