@@ -110,7 +110,7 @@ unit-botocore-floor: $(FLOOR_VENV)/.installed $(DYNALITE) ## The unit tests on t
 integration: $(VENV)/.installed ## Only the tests through the local stack and the Docker host
 	@$(PY) -m pytest tests/integration tests/providers
 
-bench: $(VENV)/.installed ## Benchmarks (cold start, round trips, overhead, provisioning, sweep cost, expiry lag) → bench/results
+bench: $(VENV)/.installed ## Benchmarks (cold start, round trips, overhead, provisioning, sweep cost, expiry lag, fairness) → bench/results
 	@$(PY) bench/run_all.py
 
 sam-local: $(VENV)/.installed $(SAM_VENV)/.installed ## What `sam local` needs, on loopback (writes .local/sam/env.json); Ctrl-C stops

@@ -54,6 +54,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str], bool]] = {
     ),
     "expiry_lag": ([], ["--leases", "4", "--interval", "1"], True),
     "event_delivery": ([], ["--transitions", "20", "--settle", "30"], True),
+    "fairness": ([], ["--admissions", "40", "--stack-admissions", "12"], True),
 }
 BUDGET_SECONDS = 600
 

@@ -196,6 +196,13 @@ def rule_of(spec: dict[str, Any], node: Any, where: str, *, required: bool) -> d
                 raise ContractError(f"openapi.yaml {where}: format {schema['format']!r} is none the validation checks")
             rule["format"] = schema["format"]
         return rule
+    if kind == "boolean":
+        _refuse_unknown(schema, {"default"}, where)
+        if "default" in schema:
+            if not isinstance(schema["default"], bool):
+                raise ContractError(f"openapi.yaml {where} default: {schema['default']!r} is no boolean")
+            rule["default"] = schema["default"]
+        return rule
     if kind in ("integer", "number"):
         _refuse_unknown(schema, {"minimum", "maximum", "default"}, where)
         for keyword in ("default", "minimum", "maximum"):
@@ -415,6 +422,12 @@ if TYPE_CHECKING:
         minimum: NotRequired[float]
         maximum: NotRequired[float]
 
+    class BooleanRule(TypedDict):
+        type: Literal["boolean"]
+        required: bool
+        nullable: bool
+        default: NotRequired[bool]
+
     class TextMapRule(TypedDict):
         type: Literal["object"]
         required: bool
@@ -439,6 +452,7 @@ RULE_TYPES = {
     "string": "TextRule",
     "integer": "IntegerRule",
     "number": "NumberRule",
+    "boolean": "BooleanRule",
     "object": "TextMapRule",
     "array": "TextListRule",
 }

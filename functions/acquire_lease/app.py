@@ -1,4 +1,5 @@
-"""POST /v1/lease — acquire a worker (idempotently when the caller sends an Idempotency-Key)."""
+"""POST /v1/lease — acquire a worker (idempotently when the caller sends an Idempotency-Key); 202 with the lease
+`queued` when nothing can serve it now and it may wait (`queue_seconds`)."""
 
 from typing import Any
 
@@ -7,7 +8,7 @@ from aws_lambda_powertools import Logger
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.errors import BudgetExceeded
 from scheduler.leases.acquire import acquire, new_lease_id, owned_request
-from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Replayed
+from scheduler.leases.outcomes import AcquireOutcome, NotAcquired, Queued, Replayed
 from scheduler.observability.metrics import budget_refused, count, worker_ready
 from scheduler.request_models import LeaseRequest
 from scheduler.runtime import Runtime, request_deadline
@@ -46,6 +47,14 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     if isinstance(outcome, Replayed):
         logger.append_keys(lease_id=outcome.lease_id)
         logger.info("lease answered again for a repeated Idempotency-Key", extra={"lease_id": outcome.lease_id})
+        return json_response(202 if outcome.waiting else 201, outcome.body())
+    if isinstance(outcome, Queued):
+        count(runtime.metrics, "LeaseQueued", kind=body.kind.value)
+        logger.info(
+            "lease queued",
+            extra={"lease_id": outcome.lease.lease_id, "position": outcome.lease.queue_position},
+        )
+        return json_response(202, outcome.body())
     else:
         count(runtime.metrics, "LeaseAcquired", provider=outcome.lease.provider, kind=body.kind.value)
         worker_ready(runtime.metrics, outcome.lease)  # a worker usable at once (its lease reads `ready`)

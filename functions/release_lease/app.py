@@ -1,4 +1,4 @@
-"""DELETE /v1/lease/{lease_id} — release a lease and remove its worker."""
+"""DELETE /v1/lease/{lease_id} — release a lease and remove its worker (a queued lease: cancel it)."""
 
 from typing import Any
 
@@ -6,7 +6,7 @@ from aws_lambda_powertools import Logger
 
 from scheduler.api.http import HttpRequest, Response, http_endpoint, json_response
 from scheduler.leases.release import release
-from scheduler.observability.metrics import lease_ended
+from scheduler.observability.metrics import count, lease_ended
 from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
@@ -21,6 +21,9 @@ def lambda_handler(request: HttpRequest, context: Any) -> Response:
     owner = request.header("X-Lease-Owner")
     logger.append_keys(lease_id=lease_id, owner_id=owner)
     lease = release(runtime.context(request_deadline(context), request.caller), lease_id, owner)
-    lease_ended(runtime.metrics, lease)
+    if lease.queued_at is not None and lease.admitted_at is None:
+        count(runtime.metrics, "QueueCancelled", kind=lease.kind.value)  # no worker was ever made for it
+    else:
+        lease_ended(runtime.metrics, lease)
     logger.info("lease released", extra={"provider": lease.provider, "correlation_id": lease.correlation_id})
     return json_response(204)

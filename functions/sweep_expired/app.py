@@ -1,7 +1,8 @@
-"""Scheduled sweep: release every live lease past its expiry (TTL deletion can lag by days), end every lease
-whose worker stopped, record booting workers ready or end the leases of those that failed to boot, warn the
-active leases about to expire (the stream makes each warning a lease.expiring event), and
-report the live leases the counters hold (`leases/sweep.py`: the passes and the hand-off decision).
+"""Scheduled sweep: release every live lease past its expiry (TTL deletion can lag by days), end queued leases past
+their queued_until and leases whose preemption notice ran out, warn the active leases about to expire (the stream
+makes each warning a lease.expiring event), serve the queue, end every lease whose worker stopped, record booting
+workers ready or end the leases of those that failed to boot, and report the live leases the counters hold
+(`leases/sweep.py`: the passes and the hand-off decision).
 
 Due leases are released concurrently (SWEEP_CONCURRENCY at a time, at most SWEEP_BATCH_SIZE per run);
 a run that cannot finish hands the rest on to another invocation of this function at once.
@@ -16,6 +17,7 @@ from scheduler.callers.model import SWEEP
 from scheduler.handoff import hop_of
 from scheduler.leases.sweep import SweepRun, run_sweep
 from scheduler.observability.metrics import Metrics, boot_failed, count, lease_ended, worker_ready
+from scheduler.observability.queue_metrics import admission_metrics, handed_over, queue_expired
 from scheduler.runtime import Runtime, background_deadline
 
 logger = Logger()
@@ -39,6 +41,10 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
             "ready": len(run.booted.ready),
             "boot_failures": len(run.booted.failed),
             "expiry_warnings": len(run.warned),
+            "queue_expired": len(run.due.queue_expired),
+            "preempted": len(run.due.preempted),
+            "admitted": len(run.admission.admitted),
+            "queue_depth": run.admission.depth,
             "unreached": run.due.unreached,
             "handed_on": run.handed_on,
             "hop": run.hop,
@@ -52,6 +58,10 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         "boot_failures": len(run.booted.failed),
         "expiry_warnings": len(run.warned),
     }
+    # The queue's, when it had any (a run without a queue answers as it always did).
+    queue = {"queue_expired": len(run.due.queue_expired), "preempted": len(run.due.preempted)}
+    queue["admitted"] = len(run.admission.admitted) + len(run.due.preemptors)
+    answer.update({name: value for name, value in queue.items() if value})
     if run.due.more:
         answer["handed_on"] = int(run.handed_on)
     return answer
@@ -68,6 +78,10 @@ def emit(run: SweepRun, metrics: Metrics) -> None:
         metrics.emit("SweepLag", MetricUnit.Seconds, lag, provider=lease.provider, kind=lease.kind.value)
     for lease in run.warned:
         count(metrics, "ExpiryWarning", provider=lease.provider, kind=lease.kind.value)
+    for lease in run.due.preempted:
+        lease_ended(metrics, lease)  # Preempted
+    queue_expired(metrics, run.due.queue_expired)
+    handed_over(metrics, run.due.preemptors)
     for lease in run.stopped.ended:
         lease_ended(metrics, lease)
         count(metrics, "GhostLease", provider=lease.provider, kind=lease.kind.value)
@@ -80,3 +94,5 @@ def emit(run: SweepRun, metrics: Metrics) -> None:
         metrics.emit("ActiveLeases", MetricUnit.Count, live, provider=provider)
     for host, live in run.by_place.items():
         metrics.emit("HostLeases", MetricUnit.Count, live, host=host)
+    if run.scheduled:  # QueueDepth: a gauge every run (0 without a queue), and what its admission pass did
+        admission_metrics(metrics, run.admission)

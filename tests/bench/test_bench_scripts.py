@@ -76,3 +76,16 @@ def test_the_event_delivery_benchmark_runs_and_delivers_every_transition(docker_
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     delivery = result(tmp_path, "event_delivery")
     assert delivery["transitions_made"] == 20 and delivery["missing"] == 0 and delivery["all_verified"]
+
+
+def test_the_fairness_benchmark_runs_in_memory_and_through_the_stack(docker_host: Any, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DOCKER_")} | docker_host.env()
+    done = run_quick(("fairness",), tmp_path, env)
+
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    fairness = result(tmp_path, "fairness")
+    assert fairness["memory"]["admissions"] == 40 and fairness["memory"]["order_violations"] == 0
+    assert fairness["stack"]["admissions"] == 12 and fairness["stack"]["errors"] == {}
+    assert fairness["stack"]["leaks"] == {"leases_left": 0, "managed_containers_left": 0}
+    assert set(fairness["stack"]["shares"]) == {"anim", "live", "batch"} and len(fairness["targets"]) == 3
+    assert "## Fairness" in (tmp_path / "summary.md").read_text()

@@ -32,6 +32,14 @@ def client(fake: FakeScheduler) -> Iterator[SchedulerClient]:
         yield scheduler
 
 
+@pytest.fixture
+def capped(fake: FakeScheduler) -> FakeScheduler:
+    """The fake with a cap of 1 (`fake_queue`), taken by a lease of owner `holder`."""
+    fake.cap = 1
+    fake.add_lease(owner_id="holder")
+    return fake
+
+
 # The client's own variables and every way botocore could find AWS credentials or a region outside a test's
 # control: the developer's, a CI role, an instance's metadata service (no traffic off this machine).
 AWS_VARIABLES = (

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.client.fake_callers import Registry
+from tests.client.fake_queue import FakeQueue
 
 SECRET = "fake-secret"
 _DROP = object()
@@ -61,8 +62,9 @@ class Fault:
 
 
 @dataclass
-class FakeScheduler:
-    """The in-memory service. `url` once started; `requests` records everything received."""
+class FakeScheduler(FakeQueue):
+    """The in-memory service. `url` once started; `requests` records everything received. With `cap`, at most
+    that many leases hold a slot and the rest may wait in its queue (`fake_queue`)."""
 
     secret: str = SECRET
     page_size: int = 1000
@@ -78,6 +80,8 @@ class FakeScheduler:
     booting: dict[str, int] = field(default_factory=dict)
     output: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # lease id → (RFC 3339 time, line)
     auth: Registry = field(default_factory=Registry)
+    cap: int | None = None
+    queue_version: int = 0
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -210,12 +214,15 @@ class FakeScheduler:
             return self._logs(unquote(logs.group(1)), request)
         if path == "/v1/usage" and request.method == "GET":
             return self._usage(request)
+        if path == "/v1/queue" and request.method == "GET":
+            return self._queue(request)
         match = re.fullmatch(r"/v1/lease/([^/]+)(/renew)?", path)
         if match:
             lease_id = unquote(match.group(1))
             if match.group(2) and request.method == "POST":
                 return self._renew(lease_id, request)
             if not match.group(2) and request.method == "GET":
+                self._await_queue(lease_id, int(request.query.get("wait_ready", "0")))
                 return self._get(lease_id)
             if not match.group(2) and request.method == "DELETE":
                 return self._release(lease_id, request)
@@ -254,6 +261,14 @@ class FakeScheduler:
             "cost_usd": None,
             "created_by": "shared-secret",
             "ended_by": None,
+            "priority": body.get("priority", 50),
+            "preemptible": bool(body.get("preemptible", False)),
+            "queued_at": None,
+            "queued_until": None,
+            "queue_reason": None,
+            "admitted_at": None,
+            "preempt_at": None,
+            "preempt_priority": None,
             "env": body.get("env") or {},  # not a contract field: lets tests see what was sent
         }
 
@@ -268,11 +283,19 @@ class FakeScheduler:
                 if seen_body != request.raw_body:
                     return self._error(409, "conflict", "Idempotency-Key reused with a different body")
                 lease = self.leases[lease_id]
+                if lease["status"] == "queued":
+                    return 202, {}, {"lease": self._placed(lease), "provider": lease["provider"]}
                 return 201, {}, {"lease": lease, "provider": lease["provider"]}
         if self.acquire_delay:
             time.sleep(self.acquire_delay)
         lease = self._new_lease(body, datetime.now(UTC))
         with self._lock:
+            if self._full():
+                if not body.get("queue_seconds"):
+                    return self._error(503, "no_capacity", f"every provider is at its lease cap ({self.cap})")
+                if key:
+                    self.idempotency[key] = (request.raw_body, lease["lease_id"])
+                return self._enqueue(lease, int(body["queue_seconds"]), datetime.now(UTC))
             self.leases[lease["lease_id"]] = lease
             if self.boot_gets is not None:
                 self.booting[lease["lease_id"]] = self.boot_gets
@@ -297,7 +320,7 @@ class FakeScheduler:
     def _listed(self, lease: dict[str, Any]) -> bool:
         """As the service lists: pending and active leases until they expire, releasing ones until they end."""
         expires = datetime.fromisoformat(lease["expires_at"])
-        unexpired = lease["status"] in ("pending", "active") and expires > datetime.now(UTC)
+        unexpired = lease["status"] in ("pending", "active", "queued") and expires > datetime.now(UTC)
         return unexpired or lease["status"] == "releasing"
 
     def _list(self, request: Recorded) -> tuple[int, dict[str, str], Any]:
@@ -348,17 +371,26 @@ class FakeScheduler:
             if lease is None:
                 return refusal
             ttl = (request.body or {}).get("ttl_seconds") or lease["ttl_seconds"]
+            refusal = self._refuse_past_notice(lease, ttl)
+            if refusal is not None:
+                return refusal
             lease["ttl_seconds"] = ttl
             lease["expires_at"] = _time(datetime.now(UTC) + timedelta(seconds=ttl))
             return 200, {}, {"lease": dict(lease)}
 
     def _release(self, lease_id: str, request: Recorded) -> tuple[int, dict[str, str], Any]:
         with self._lock:
+            queued = self.leases.get(lease_id)
+            if queued is not None and queued["status"] == "queued":
+                if queued["owner_id"] and request.header("X-Lease-Owner") != queued["owner_id"]:
+                    return self._error(403, "forbidden", f"lease {lease_id} belongs to another owner")
+                return self._cancel(queued)
             lease, refusal = self._owned(lease_id, request)
             if lease is None:
                 return refusal
             lease["status"] = "released"
             lease["released_at"] = _time(datetime.now(UTC))
+            self._admit_next()
             return 204, {}, None
 
     def write(self, lease_id: str, *lines: str, at: str | None = None) -> None:

@@ -198,7 +198,7 @@ def test_the_bash_completion_script_loads_in_bash(tmp_path: Path) -> None:
     ("words", "expected"),
     [
         ("leasectl lo", "logs"),
-        ("leasectl list --status ", "pending active releasing"),
+        ("leasectl list --status ", "pending active releasing queued"),
         ("leasectl --url http://x acquire --kind ", "renderer anim"),
         ("leasectl release --a", "--all"),
         ("leasectl completion ", "bash zsh fish"),

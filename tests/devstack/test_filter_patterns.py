@@ -8,6 +8,7 @@ import pytest
 
 from devstack.filter_patterns import matches, matches_any
 from devstack.template import SamTemplate
+from scheduler.leases.ttl_stream import may_free_capacity
 from scheduler.lifecycle import ENDED, LIVE, LeaseStatus
 
 
@@ -59,6 +60,33 @@ def test_deletion_by_another_principal_is_filtered_out(ttl_filters: Any) -> None
 
 def test_modify_is_filtered_out(ttl_filters: Any) -> None:
     assert not matches_any(ttl_filters, _record("MODIFY", TTL, "active"))
+
+
+def _change(event_name: str, old: str | None, new: str | None) -> dict[str, Any]:
+    images = {name: {"status": {"S": status}} for name, status in (("OldImage", old), ("NewImage", new)) if status}
+    return {"eventName": event_name, "dynamodb": {"Keys": {"lease_id": {"S": "x"}}, **images}}
+
+
+@pytest.mark.parametrize("old", [status.value for status in LeaseStatus])
+@pytest.mark.parametrize("new", [status.value for status in LeaseStatus])
+def test_a_change_passes_the_filter_exactly_when_the_handler_serves_the_queue_for_it(
+    ttl_filters: Any, old: str, new: str
+) -> None:
+    record = _change("MODIFY", old, new)
+    assert matches_any(ttl_filters, record) is may_free_capacity(record)
+
+
+@pytest.mark.parametrize("status", [status.value for status in LeaseStatus])
+def test_a_new_lease_passes_the_filter_only_when_it_joins_the_queue(ttl_filters: Any, status: str) -> None:
+    record = _change("INSERT", None, status)
+    assert matches_any(ttl_filters, record) is may_free_capacity(record) is (status == "queued")
+
+
+def test_the_end_of_a_lease_that_held_capacity_passes_and_a_queued_leases_end_does_not(ttl_filters: Any) -> None:
+    assert matches_any(ttl_filters, _change("MODIFY", "releasing", "released"))
+    assert matches_any(ttl_filters, _change("MODIFY", "pending", "failed"))
+    assert not matches_any(ttl_filters, _change("MODIFY", "queued", "expired"))
+    assert not matches_any(ttl_filters, _change("MODIFY", "active", "releasing"))
 
 
 def test_no_filters_pass_everything() -> None:

@@ -120,6 +120,7 @@ def test_lease_lifecycle_through_the_event_files(functions: dict[str, ModuleType
     listed = invoke(functions, "list_leases", load_event("list_leases.json"))
     assert lease_id in [lease["lease_id"] for lease in json.loads(listed["body"])["leases"]]
     assert invoke(functions, "usage", load_event("usage.json"))["statusCode"] == 200
+    assert json.loads(invoke(functions, "queue", load_event("queue.json"))["body"]) == {"queue": []}
     assert invoke(functions, "renew_lease", load_event("renew_lease.json", lease_id))["statusCode"] == 200
     assert invoke(functions, "release_lease", load_event("release_lease.json", lease_id))["statusCode"] == 204
     assert not docker_client.containers.list(all=True, filters={"name": f"lease-{lease_id}"})

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from devstack.worker_image import _busybox_rootfs
 from tests.support.receiver import Receiver, receiving
 from tests.support.stack import RunningStack, start_stack
 from tests.support.waiting import wait_for
@@ -21,11 +22,27 @@ LEASE_LABEL = "openalice.scheduler/lease-id"
 WARNING_SECONDS = 5
 RETRY_SECONDS = 30
 LIFE = ["lease.active", "lease.ready", "lease.renewed", "lease.expiring", "lease.expired"]
+# In secret mode (make run's) every request's caller is the shared secret's holder.
+CALLER = "shared-secret"
+BOOTING_IMAGE = "openalice-test/anim-booting:v1"
 
 
 @pytest.fixture(scope="module")
-def events_stack(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    """The local stack sweeping every second, warning 5 s ahead, retrying deliveries 30 s."""
+def events_stack(
+    docker_host: Any, docker_client: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    """The local stack sweeping every second, warning 5 s ahead, retrying deliveries 30 s; anim workers boot
+    in about 2 s (their image's HEALTHCHECK), renderer workers are ready at once."""
+    repository, tag = BOOTING_IMAGE.rsplit(":", 1)
+    docker_client.api.import_image_from_data(
+        _busybox_rootfs(),
+        repository=repository,
+        tag=tag,
+        changes=[
+            'CMD ["/bin/sh", "-c", "sleep 2; echo up > /tmp/up; exec sleep 86400"]',
+            'HEALTHCHECK --interval=1s --timeout=1s --retries=30 CMD ["/bin/sh", "-c", "cat /tmp/up"]',
+        ],
+    )
     running = start_stack(
         tmp_path_factory.mktemp("events"),
         docker_env=docker_host.env(),
@@ -34,6 +51,7 @@ def events_stack(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> 
             "RECONCILE_INTERVAL_SECONDS": "3600",
             "EXPIRY_WARNING_SECONDS": str(WARNING_SECONDS),
             "WEBHOOK_RETRY_SECONDS": str(RETRY_SECONDS),
+            "ANIM_IMAGE": BOOTING_IMAGE,
         },
     )
     yield running
@@ -87,8 +105,22 @@ def test_one_lease_s_whole_life_reaches_the_receiver_signed_and_in_its_history(
     assert [(event["type"], event["data"]["sequence"]) for event in recorded] == [
         (kind, number) for number, kind in enumerate(LIFE, 1)
     ]
-    assert {event["data"]["actor"] for event in recorded if event["type"] == "lease.expiring"} == {"sweep"}
+    assert [event["data"]["actor"] for event in recorded] == [CALLER, CALLER, CALLER, "sweep", "sweep"]
     assert [event["data"] for event in recorded] == [event["data"] for event in delivered]
+
+
+def test_a_worker_found_ready_after_its_activation_is_the_sweeps_in_the_history(events_stack: RunningStack) -> None:
+    lease = events_stack.acquire(kind="anim", owner_id="booting", ttl_seconds=600).json()["lease"]
+    assert lease["worker_state"] == "starting"
+
+    events = wait_for(
+        lambda: len(found := history(events_stack, lease["lease_id"])) >= 2 and found, timeout=30, what="lease.ready"
+    )
+
+    assert [(event["type"], event["data"]["actor"]) for event in events] == [
+        ("lease.active", CALLER),
+        ("lease.ready", "sweep"),  # nobody read the lease: the sweep's readiness pass found its worker ready
+    ]
 
 
 def test_a_killed_worker_s_lease_failed_reaches_the_receiver_with_why(

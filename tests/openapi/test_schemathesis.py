@@ -216,9 +216,10 @@ def _send_integral_numbers_as_integers(case: schemathesis.Case) -> None:
     test_integral_float_ttl_is_refused pins that; here such a value is sent as the `600` a client sends.
     """
     if isinstance(case.body, dict):
-        ttl = case.body.get("ttl_seconds")
-        if isinstance(ttl, float) and ttl.is_integer():
-            case.body["ttl_seconds"] = int(ttl)
+        for name in ("ttl_seconds", "queue_seconds", "priority"):
+            value = case.body.get(name)
+            if isinstance(value, float) and value.is_integer():
+                case.body[name] = int(value)
 
 
 @schema.parametrize()

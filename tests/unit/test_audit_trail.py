@@ -1,7 +1,8 @@
 """The audit trail on every store: a lease records the caller that made it (`created_by`) and, once ended, who
 ended it (`ended_by`: a caller's name, or the service's own sweep, ttl-stream, reconciler). A release claim
 records its claimant, and a claim taking over a stale one keeps it, as it keeps the outcome. A lease stored
-before the trail existed reads both as null.
+before the trail existed reads both as null. Who renewed it last (`renewed_by`) and who found its worker ready
+(`ready_by`) are recorded for its events (not shown on the wire lease).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.budgets import OwnerBudgets
 from scheduler.callers.model import RECONCILER, SHARED_SECRET, SWEEP, TTL_STREAM, Caller, Role
 from scheduler.errors import ProviderFailed
-from scheduler.leases import reconcile
+from scheduler.leases import readiness, reconcile
+from scheduler.leases.readiness import ReadinessPolicy, check_starting_leases
 from scheduler.leases.release import release
+from scheduler.leases.renew import renew
 from scheduler.leases.sweep import sweep
 from scheduler.leases.ttl_stream import release_ttl_deleted
 from scheduler.lifecycle import LeaseStatus
@@ -136,6 +140,46 @@ def test_a_lease_made_before_the_audit_trail_is_ended_by_whoever_ends_it_now(
     assert (ended.created_by, store.get(lease.lease_id).created_by, ended.ended_by) == (None, None, "anim")
 
 
+def test_a_renewal_records_its_caller(store: LeaseStorePort, leases: Leases) -> None:
+    lease = leases.active()
+    store.renew(lease.lease_id, lease.owner_id, 600, NOW + timedelta(seconds=30), by="anim")
+    assert stored_item(store, lease.lease_id)["renewed_by"] == {"S": "anim"}
+
+
+def test_each_renewal_records_its_own_caller_and_one_naming_nobody_leaves_none(
+    store: LeaseStorePort, leases: Leases
+) -> None:
+    lease = leases.active()
+    for seconds, by in ((30, "anim"), (60, "ops")):
+        store.renew(lease.lease_id, lease.owner_id, 600, NOW + timedelta(seconds=seconds), by=by)
+    assert stored_item(store, lease.lease_id)["renewed_by"] == {"S": "ops"}
+    store.renew(lease.lease_id, lease.owner_id, 600, NOW + timedelta(seconds=90))
+    assert "renewed_by" not in stored_item(store, lease.lease_id)
+
+
+def test_a_renewal_held_against_its_workers_own_end_records_its_caller(store: LeaseStorePort, leases: Leases) -> None:
+    lease = leases.ending(NOW + timedelta(hours=3))  # without a ttl, DynamoDB's store writes a second time
+    store.renew(lease.lease_id, lease.owner_id, None, NOW + timedelta(seconds=30), by="anim")
+    assert stored_item(store, lease.lease_id)["renewed_by"] == {"S": "anim"}
+
+
+@pytest.mark.moto_only("a renewal reserving spend is a transaction, which dynalite lacks")
+def test_a_renewal_reserving_spend_records_its_caller(budget_store: LeaseStorePort) -> None:
+    lease = Leases(budget_store).active()
+    budgets = OwnerBudgets(per_hour=None, per_day=100.0, release_lag_seconds=90)
+    budget_store.renew_reserving(lease.lease_id, lease.owner_id, 7200, NOW + timedelta(seconds=30), budgets, by="anim")
+    assert stored_item(budget_store, lease.lease_id)["renewed_by"] == {"S": "anim"}
+
+
+def test_marking_a_worker_ready_records_who_found_it_ready_once(store: LeaseStorePort, leases: Leases) -> None:
+    pending = leases.pending()
+    starting = store.activate(pending.lease_id, pending.provider, worker_for(pending)._replace(ready=False))
+    assert isinstance(starting, Lease) and starting.provider_token is not None
+    assert store.mark_ready(starting.lease_id, starting.provider_token, NOW, by="sweep") is not None
+    assert store.mark_ready(starting.lease_id, starting.provider_token, NOW, by="anim") is None
+    assert stored_item(store, starting.lease_id)["ready_by"] == {"S": "sweep"}
+
+
 # --- the use cases: who each actor is ------------------------------------------------------------------------
 
 
@@ -174,3 +218,28 @@ def test_a_failed_acquire_is_ended_by_its_caller(store: LeaseStorePort) -> None:
         acquire(ctx, LeaseRequest(kind=new_lease().kind))
     (ended,) = [store.get(lease_id) for lease_id, _ in provider.provisioned]
     assert (ended.status, ended.created_by, ended.ended_by) == (LeaseStatus.FAILED, "anim", "anim")
+
+
+def test_a_renewal_is_recorded_in_its_callers_name(store: LeaseStorePort, leases: Leases) -> None:
+    lease = leases.active(owner_id="anim-service")
+    renew(context(store, clock=lambda: NOW, caller=ANIM), lease.lease_id, None, 600)
+    assert stored_item(store, lease.lease_id)["renewed_by"] == {"S": "anim"}
+
+
+def test_a_worker_the_sweep_finds_ready_is_recorded_ready_by_the_sweep(store: LeaseStorePort) -> None:
+    provider = memory_provider(boots=True)
+    lease = acquire(
+        context(store, registry_of(provider), clock=lambda: NOW, caller=ANIM), LeaseRequest(kind=new_lease().kind)
+    )
+    provider.boot(str(lease.provider_token))
+    check_starting_leases(context(store, registry_of(provider), clock=lambda: NOW, caller=SWEEP), ReadinessPolicy())
+    assert stored_item(store, lease.lease_id)["ready_by"] == {"S": "sweep"}
+
+
+def test_a_worker_a_callers_read_finds_ready_is_recorded_ready_by_that_caller(store: LeaseStorePort) -> None:
+    provider = memory_provider(boots=True)
+    lease = acquire(context(store, registry_of(provider), clock=lambda: NOW), LeaseRequest(kind=new_lease().kind))
+    provider.boot(str(lease.provider_token))
+    ctx = context(store, registry_of(provider), clock=lambda: NOW, caller=ANIM)
+    assert readiness.refresh(ctx, store.get(lease.lease_id), ReadinessPolicy()).became_ready
+    assert stored_item(store, lease.lease_id)["ready_by"] == {"S": "anim"}

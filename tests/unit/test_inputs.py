@@ -72,6 +72,9 @@ def test_the_stored_form_of_a_request_names_every_field_with_its_default() -> No
         "correlation_id": None,
         "region": None,
         "max_cost_per_hour": None,
+        "queue_seconds": 0,
+        "priority": 50,
+        "preemptible": False,
         "env": {},
     }
 

@@ -121,6 +121,9 @@ def probes() -> Iterator[Probe]:
                 yield from _map(table, field, rule)
             elif rule["type"] == "array":
                 yield from _list(table, field, rule)
+            elif rule["type"] == "boolean":
+                yield from (Probe(table, field, "boolean", value, True) for value in (True, False))
+                yield from (Probe(table, field, "boolean", value, False) for value in ("true", 1))
             yield Probe(table, field, "required" if rule["required"] else "optional", ABSENT, not rule["required"])
             if not query:  # a query's values are strings: JSON's null is a body's
                 yield Probe(table, field, "null", None, rule["nullable"])
@@ -156,7 +159,7 @@ def test_each_request_takes_what_its_rules_admit_and_refuses_the_rest_by_name(pr
 )
 def test_an_absent_field_reads_as_its_default(table: str, field: str) -> None:
     parsed = getattr(MODELS[table].parse(dict(BASES.get(table, {}))), field)
-    assert as_sent(parsed) == getattr(wire, table)[field]["default"]
+    assert as_sent(parsed, table) == getattr(wire, table)[field]["default"]
 
 
 def test_the_probes_reach_every_kind_of_rule() -> None:

@@ -11,6 +11,7 @@ import pytest
 from scheduler import lifecycle
 from scheduler.lifecycle import (
     ENDED,
+    HOLDING,
     LIVE,
     TRANSITIONS,
     Guard,
@@ -24,6 +25,8 @@ from scheduler.lifecycle import (
 )
 from scheduler.store import conditions
 from scheduler.store.conditions import Inputs, WorkerRecord
+from scheduler.store.memory import rules
+from scheduler.store.queue_records import NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
 STORE = Path(conditions.__file__).parent
@@ -49,9 +52,16 @@ def test_every_live_status_has_a_way_to_end() -> None:
     assert ending | claimed >= LIVE
 
 
-def test_every_end_but_a_failed_acquire_goes_through_a_release_claim() -> None:
-    direct = [t.name for t in TRANSITIONS if t.target in ENDED]
+def test_every_end_of_a_lease_that_may_have_a_worker_but_a_failed_acquire_goes_through_a_release_claim() -> None:
+    direct = [t.name for t in TRANSITIONS if t.target in ENDED and (t.source or frozenset()) & HOLDING]
     assert direct == ["fail_pending"]
+
+
+def test_a_queued_lease_ends_without_a_claim_for_it_never_had_a_worker() -> None:
+    direct = {t.name for t in TRANSITIONS if t.target in ENDED and t.source == frozenset({LeaseStatus.QUEUED})}
+    assert direct == {"cancel", "expire_queued"}
+    for transition in (lifecycle.CANCEL, lifecycle.EXPIRE_QUEUED):
+        assert Write.GIVE_BACK_COUNTERS not in transition.writes and Write.LEAVE_INDEX in transition.writes
 
 
 def test_a_claim_names_the_outcome_it_will_record() -> None:
@@ -70,7 +80,13 @@ def test_every_end_records_who_ended_the_lease() -> None:
 
 
 def test_only_a_new_lease_records_who_made_it() -> None:
-    assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record"]
+    assert [t.name for t in TRANSITIONS if Write.CREATED_BY in t.writes] == ["record", "enqueue"]
+    assert all(t.source is None for t in TRANSITIONS if Write.CREATED_BY in t.writes)
+
+
+def test_a_renewal_records_who_renewed_and_marking_ready_who_found_the_worker_ready() -> None:
+    assert [t.name for t in TRANSITIONS if Write.RENEWED_BY in t.writes] == ["renew"]
+    assert [t.name for t in TRANSITIONS if Write.READY_BY in t.writes] == ["mark_ready"]
 
 
 def test_ending_a_lease_gives_its_slots_back_and_leaves_the_sweep_index() -> None:
@@ -171,6 +187,13 @@ FULL = Inputs(
     seen_expiry=NOW + 600,
     reweighed=("cost#alice@500000", "owner#alice"),
     by="anim",
+    queue=QueueEntry("0", 50 * 10**10 + NOW, NOW + 600, NOW + 700, "every provider is at its lease cap", ("p",), True),
+    shard="0",
+    provider="local-docker",
+    admission_id="a-1",
+    notice=NoticeRecord(NOW + 120, "b8c1d2e3-0000-4000-8000-000000000001", 80),
+    priority=80,
+    ran_since=NOW - 300,
 )
 
 
@@ -227,6 +250,34 @@ def test_an_end_records_who_ended_it_and_leaves_no_claimant_behind() -> None:
 def test_a_change_without_an_actor_records_none() -> None:
     for transition in (lifecycle.CLAIM_RELEASE, lifecycle.FINISH):
         assert ":by" not in conditions.render(transition, FULL._replace(by=None)).values
+
+
+def test_a_renewal_records_its_caller_in_its_own_write() -> None:
+    rendered = conditions.render(lifecycle.RENEW, FULL)
+    assert "renewed_by = :by" in rendered.update.split("REMOVE", 1)[0] and rendered.values[":by"] == {"S": "anim"}
+
+
+def test_a_renewal_naming_nobody_removes_an_earlier_renewals_caller() -> None:
+    rendered = conditions.render(lifecycle.RENEW, FULL._replace(by=None))
+    assert "renewed_by" in rendered.update.split("REMOVE", 1)[1] and ":by" not in rendered.values
+
+
+def test_marking_ready_records_who_found_the_worker_ready_in_its_own_write() -> None:
+    rendered = conditions.render(lifecycle.MARK_READY, Inputs(now=NOW, token="w-1", by="sweep"))
+    assert "ready_by = :by" in rendered.update and rendered.values[":by"] == {"S": "sweep"}
+
+
+def test_in_memory_a_renewal_records_its_caller_and_one_naming_nobody_removes_it() -> None:
+    item = {"status": {"S": "active"}, "ttl_seconds": {"N": "600"}, "renewed_by": {"S": "earlier"}}
+    renewed = rules.applied(lifecycle.RENEW, Inputs(now=NOW, start=NOW, by="anim"), item)
+    assert renewed["renewed_by"] == {"S": "anim"}
+    assert "renewed_by" not in rules.applied(lifecycle.RENEW, Inputs(now=NOW, start=NOW), renewed)
+
+
+def test_in_memory_marking_ready_records_who_found_the_worker_ready() -> None:
+    item = {"status": {"S": "active"}, "worker_state": {"S": "starting"}}
+    marked = rules.applied(lifecycle.MARK_READY, Inputs(now=NOW, token="w-1", by="sweep"), item)
+    assert (marked["worker_state"], marked["ready_by"]) == ({"S": "ready"}, {"S": "sweep"})
 
 
 def test_a_renewal_without_a_ttl_keeps_the_leases_own() -> None:

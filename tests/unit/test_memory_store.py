@@ -25,6 +25,8 @@ from scheduler.store.counters import Limit
 from scheduler.store.memory import MemoryLeaseStore
 from scheduler.store.memory.reads import MemoryReads
 from scheduler.store.port import LeaseStorePort
+from scheduler.store.queue_model import Handover, QueueWait
+from scheduler.store.queue_records import NoticeRecord
 
 from .builders import NOW, RETENTION_SECONDS, Leases, epoch, new_lease
 from .conftest import memory_store
@@ -70,19 +72,72 @@ class Twins:
             self.compare_reads()
 
     def create(self) -> None:
-        lease = new_lease(
-            owner_id=self.rng.choice(OWNERS),
-            kind=self.rng.choice(list(WorkerKind)),
-            provider=self.rng.choice(("local-docker", "runpod")),
-            ttl_seconds=self.rng.choice((300, 3600, 14_400)),
-            created_at=self.now,
-        )
+        if self.rng.random() < 0.3:
+            self.enqueue()
+            return
+        lease = self._new().replace(queued_until=self.now + timedelta(seconds=600) if self.rng.random() < 0.3 else None)
         limits = [Limit.for_provider(lease.provider, 5), Limit.for_owner(budgets.budget_owner(lease.owner_id), 3)]
         if self.rng.random() < 0.5:
             limits += BUDGETS.limits(lease.owner_id, 0.5, lease.ttl_seconds, epoch(self.now))
         self.ids.append(lease.lease_id)
         self.owners[lease.lease_id] = lease.owner_id
         self.both("create_pending", lambda store: store.create_pending(lease, limits))
+
+    def _new(self) -> Lease:
+        return new_lease(
+            owner_id=self.rng.choice(OWNERS),
+            kind=self.rng.choice(list(WorkerKind)),
+            provider=self.rng.choice(("local-docker", "runpod")),
+            ttl_seconds=self.rng.choice((300, 3600, 14_400)),
+            created_at=self.now,
+        ).replace(priority=self.rng.choice((10, 50, 90)), preemptible=self.rng.random() < 0.6)
+
+    def enqueue(self) -> None:
+        made = self._new()
+        until = self.now + timedelta(seconds=self.rng.choice((300, 1200)))
+        lease = made.replace(status=LeaseStatus.QUEUED, queued_at=self.now, queued_until=until, expires_at=until)
+        env = {"SCENE": "intro"} if self.rng.random() < 0.5 else None
+        wait = QueueWait("waits", (lease.provider,), self.rng.random() < 0.7, env)
+        self.ids.append(lease.lease_id)
+        self.owners[lease.lease_id] = lease.owner_id
+        self.both("enqueue", lambda store: store.queue.enqueue(lease, wait))
+
+    def admit(self, lease_id: str) -> None:
+        found = _raw(lambda: self.stores[0].get(lease_id))
+        if not isinstance(found, Lease):
+            return
+        provider = self.rng.choice(("local-docker", "runpod"))
+        draft = found.replace(
+            status=LeaseStatus.PENDING,
+            provider=provider,
+            created_at=self.now,
+            expires_at=self.now + timedelta(seconds=found.ttl_seconds),
+            admitted_at=self.now,
+        )
+        limits = [Limit.for_provider(provider, 5), Limit.for_owner(budgets.budget_owner(found.owner_id), 3)]
+        chosen = limits if self.rng.random() < 0.7 else []
+        self.both("admit", lambda store: store.queue.admit(draft, chosen))
+
+    def requeue(self, lease_id: str) -> None:
+        found = _raw(lambda: self.stores[0].get(lease_id))
+        if not isinstance(found, Lease):
+            return
+        held = self.both("held_counters", lambda store: store.held_counters(lease_id))[0]
+        wait = QueueWait("no provider had room", (found.provider,), True)
+        self.both("requeue", lambda store: store.queue.requeue(found, self.now, held, wait))
+
+    def cancel(self, lease_id: str) -> None:
+        owner = self.owner(lease_id)
+        self.both("cancel_queued", lambda store: store.queue.cancel_queued(lease_id, owner, self.now, by="anim"))
+        self.both(
+            "expire_queued", lambda store: store.queue.expire_queued(lease_id, self.now, "not admitted", by="sweep")
+        )
+
+    def notice(self, lease_id: str) -> None:
+        record = NoticeRecord(epoch(self.now) + self.rng.choice((60, 120)), self.rng.choice(self.ids), 60)
+        record = record._replace(priority=self.rng.choice((20, 60, 100)))
+        ran_since = epoch(self.now) - self.rng.choice((0, 300, 3600))
+        self.both("notice", lambda store: store.queue.notice(lease_id, self.now, record, ran_since))
 
     def activate(self, lease_id: str) -> None:
         price = self.rng.choice((None, 0.25, 0.9))
@@ -103,9 +158,19 @@ class Twins:
         """Mostly the lease's owner; sometimes anyone."""
         return self.owners[lease_id] if self.rng.random() < 0.7 else self.rng.choice(OWNERS)
 
-    def claim(self, lease_id: str) -> None:
+    def preempt(self, lease_id: str) -> None:
+        """A noticed lease, its notice run out: claimed to be preempted (then finished, its slot handed over)."""
+        found = _raw(lambda: self.stores[0].get(lease_id))
+        if isinstance(found, Lease) and found.preempt_at is not None:
+            self.now = max(self.now, found.preempt_at)
+            self.claim(lease_id, "preempted")
+            self.finish(lease_id)
+        else:
+            self.notice(lease_id)
+
+    def claim(self, lease_id: str, kind: str | None = None) -> None:
         owner = self.owner(lease_id)
-        kind = self.rng.choice(("release", "due", "failed", "boot"))
+        kind = kind or self.rng.choice(("release", "due", "failed", "boot", "preempted"))
         token = f"ctr-{lease_id[:8]}"
 
         def claim(store: LeaseStorePort) -> Claim | None:
@@ -115,6 +180,8 @@ class Twins:
                 return store.claim_due(lease_id, self.now)
             if kind == "boot":
                 return store.claim_boot_failed(lease_id, self.now, token=token, reason="no boot")
+            if kind == "preempted":
+                return store.claim_preempted(lease_id, self.now, by="sweep")
             status = self.rng.choice((LeaseStatus.PENDING, LeaseStatus.ACTIVE))
             return store.claim_failed(lease_id, self.now, status=status, token=None, reason="gone")
 
@@ -132,12 +199,35 @@ class Twins:
         if lease_id not in self.claims:
             return
         claims = self.claims[lease_id]
+        waiting = [item.lease for item in self.stores[0].queue.queued_leases()]
+        if claims[0].outcome is LeaseStatus.PREEMPTED and waiting and self.rng.random() < 0.7:
+            self.hand_over(claims, self.rng.choice(waiting))
+            return
         pairs = zip(self.stores, claims, strict=True)
         answers = [
             _answer(lambda store=store, claim=claim: store.finish_release(claim, self.now)) for store, claim in pairs
         ]
         assert answers[0] == answers[1], f"finish_release at {self.now}: {answers}"
         self.seen["finish_release"].append(answers[0])
+
+    def hand_over(self, claims: tuple[Claim, Claim], preemptor: Lease) -> None:
+        victim = claims[0].lease
+        admitted = preemptor.replace(
+            status=LeaseStatus.PENDING,
+            provider=victim.provider,
+            created_at=self.now,
+            expires_at=self.now + timedelta(seconds=preemptor.ttl_seconds),
+            admitted_at=self.now,
+        )
+        quota = Limit.for_owner(budgets.budget_owner(preemptor.owner_id), 3)
+        handover = Handover(admitted, Limit.for_provider(victim.provider, 5).counter, (quota,))
+        pairs = zip(self.stores, claims, strict=True)
+        answers = [
+            _answer(lambda store=store, claim=claim: store.queue.finish_preempted(claim, self.now, handover, "by 60"))
+            for store, claim in pairs
+        ]
+        assert answers[0] == answers[1], f"finish_preempted at {self.now}: {answers}"
+        self.seen["finish_preempted"].append(answers[0])
 
     def renew(self, lease_id: str) -> None:
         owner, ttl = self.owner(lease_id), self.rng.choice((None, 60, 7200))
@@ -167,11 +257,17 @@ class Twins:
         renew,
         readiness,
         move,
+        admit,
+        requeue,
+        cancel,
+        notice,
+        preempt,
     )
     changes: ClassVar[dict[LeaseStatus, tuple[Callable[[Twins, str], None], ...]]] = {
-        LeaseStatus.PENDING: (activate, activate, activate, fail_pending, move, claim),
-        LeaseStatus.ACTIVE: (claim, claim, renew, renew, readiness, activate),
+        LeaseStatus.PENDING: (activate, activate, activate, fail_pending, move, claim, requeue),
+        LeaseStatus.ACTIVE: (claim, claim, renew, renew, readiness, activate, notice, preempt, preempt),
         LeaseStatus.RELEASING: (finish, finish, claim),
+        LeaseStatus.QUEUED: (admit, admit, cancel, claim, renew),
     }
 
     def compare_reads(self) -> None:
@@ -186,6 +282,10 @@ class Twins:
         self.both("counter_states", lambda store: store.counter_states())
         days = ("2026-11-01", "2026-12-31")
         self.both("usage_rows", lambda store: sorted(store.usage_rows(None, *days)))
+        self.both("queued_leases", lambda store: list(store.queue.queued_leases()))
+        self.both("running_leases", lambda store: sorted(store.queue.running_leases()))
+        priority = self.rng.choice((0, 50, 90))
+        self.both("queue_ahead", lambda store: store.queue.queue_ahead(priority))
 
     def summary(self) -> str:
         """How each step answered (what the walk covered)."""
@@ -229,7 +329,7 @@ def _normal(answer: Any) -> Any:
     if isinstance(answer, Exception):
         return ("raised", type(answer).__name__, str(answer))
     if isinstance(answer, Claim):
-        return ("claim", answer.lease, answer.outcome, answer.held_counters)
+        return ("claim", answer.lease, answer.outcome, answer.held_counters, answer.preempted_for)
     return answer
 
 

@@ -9,6 +9,7 @@ import pytest
 from devstack.dynamodb import DynamoDBClient, EmbeddedDynamoDB
 from devstack.template import SamTemplate, load_yaml
 from scheduler.store import LIVE_INDEX, STARTING_INDEX
+from scheduler.store.queue import QUEUE_INDEX
 
 
 def test_short_tags_are_read_as_intrinsic_functions() -> None:
@@ -22,9 +23,10 @@ def test_get_att_short_tag_is_split_into_resource_and_attribute() -> None:
 
 
 @pytest.mark.dynamodb_only("reads the table's definition")
-def test_leases_table_has_the_live_and_starting_indexes(table_name: str, dynamodb: DynamoDBClient) -> None:
+def test_leases_table_has_the_live_starting_and_queue_indexes(table_name: str, dynamodb: DynamoDBClient) -> None:
     table = dynamodb.describe_table(TableName=table_name)["Table"]
-    assert [index["IndexName"] for index in table["GlobalSecondaryIndexes"]] == [LIVE_INDEX, STARTING_INDEX]
+    indexes = [index["IndexName"] for index in table["GlobalSecondaryIndexes"]]
+    assert indexes == [LIVE_INDEX, STARTING_INDEX, QUEUE_INDEX]
 
 
 @pytest.mark.moto_only("dynalite has no streams")

@@ -16,11 +16,11 @@ import pytest
 
 from devstack.template import SamTemplate
 from scheduler import wire
-from scheduler.api.queries import LogsQuery, OwnerReleaseQuery
+from scheduler.api.queries import LogsQuery, OwnerReleaseQuery, QueueQuery
 from scheduler.callers.model import Role
 from scheduler.callers.registry import CallerRequest, RotateRequest
 from scheduler.events.reads import EventsQuery
-from scheduler.lifecycle import LIVE, LeaseStatus, WorkerState
+from scheduler.lifecycle import ENDED, HOLDING, LIVE, LeaseStatus, WorkerState
 from scheduler.models import GpuClass, Lease, ListFilter, ReadQuery, RenewRequest, WorkerKind
 from scheduler.request_models import LeaseRequest, UsageGrouping, UsageQuery
 from scheduler.webhooks.model import WebhookRequest, WebhooksQuery
@@ -36,6 +36,7 @@ MODELS: dict[str, Any] = {
     "GET_LEASE_QUERY": ReadQuery,
     "GET_USAGE_QUERY": UsageQuery,
     "GET_LEASE_LOGS_QUERY": LogsQuery,
+    "GET_QUEUE_QUERY": QueueQuery,
     "CALLER_REQUEST": CallerRequest,
     "ROTATE_REQUEST": RotateRequest,
     "WEBHOOK_REQUEST": WebhookRequest,
@@ -117,17 +118,17 @@ def test_a_lease_property_added_to_openapi_yaml_alone_is_named(spec: dict[str, A
 
 def test_a_request_field_added_to_openapi_yaml_alone_is_named(spec: dict[str, Any], made: ModuleType) -> None:
     changed = copy.deepcopy(spec)
-    changed["components"]["schemas"]["LeaseRequest"]["properties"]["priority"] = {"type": "integer", "maximum": 9}
+    changed["components"]["schemas"]["LeaseRequest"]["properties"]["deadline"] = {"type": "integer", "maximum": 9}
     assert differences(contract(changed), made) == [
-        "openapi.yaml LeaseRequest has a property `priority` that scheduler/wire.py lacks: run `make contract`"
+        "openapi.yaml LeaseRequest has a property `deadline` that scheduler/wire.py lacks: run `make contract`"
     ]
 
 
 def test_a_status_added_to_openapi_yaml_alone_is_named(spec: dict[str, Any], made: ModuleType) -> None:
     changed = copy.deepcopy(spec)
-    changed["components"]["schemas"]["LeaseStatus"]["enum"].append("queued")
+    changed["components"]["schemas"]["LeaseStatus"]["enum"].append("suspended")
     assert differences(contract(changed), made) == [
-        "openapi.yaml LeaseStatus has a value `queued` that scheduler/wire.py lacks: run `make contract`"
+        "openapi.yaml LeaseStatus has a value `suspended` that scheduler/wire.py lacks: run `make contract`"
     ]
 
 
@@ -139,7 +140,8 @@ def test_a_status_added_to_openapi_yaml_alone_is_named(spec: dict[str, Any], mad
         (("LeaseRequest", "region"), "pattern", "[a-z]+", "must be anchored"),
         (("LeaseRequest", "region"), "pattern", "^\\d+$", "uses \\d"),
         (("LeaseRequest", "region"), "pattern", "^a|b$", "group a top-level alternative"),
-        (("LeaseRequest", "region"), "type", "boolean", "is a boolean, which the validation does not take"),
+        (("LeaseRequest", "region"), "type", "null", "needs one `type` (besides null)"),
+        (("LeaseRequest", "preemptible"), "minimum", 1, "`minimum`, which the validation does not apply"),
     ],
 )
 def test_a_rule_the_validation_cannot_apply_is_refused_not_left_out(
@@ -218,10 +220,11 @@ def test_each_request_model_has_a_field_per_rule_in_order(table: str) -> None:
     assert _mismatches(f"{model.__module__}.{model.__name__}", fields, table, tuple(getattr(wire, table)), fix) == []
 
 
-def as_sent(value: object) -> object:
-    """A model's value as a request sends it: an enum as its value, a flag as `true` or `false`."""
+def as_sent(value: object, table: str = "") -> object:
+    """A model's value as a request sends it: an enum as its value, a query's flag as `true` or `false` (a body's
+    boolean as itself)."""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return value if not table.endswith("_QUERY") else ("true" if value else "false")
     return value.value if isinstance(value, StrEnum) else value
 
 
@@ -231,7 +234,7 @@ def as_sent(value: object) -> object:
 )
 def test_each_request_model_defaults_a_field_as_its_rule_does(table: str, field: str) -> None:
     default = inspect.signature(MODELS[table]).parameters[field].default
-    assert as_sent(default) == getattr(wire, table)[field]["default"]
+    assert as_sent(default, table) == getattr(wire, table)[field]["default"]
 
 
 def test_every_table_of_request_rules_has_its_model() -> None:
@@ -244,10 +247,22 @@ def test_the_stored_form_of_an_acquire_names_every_field_of_the_body() -> None:
 
 
 def test_the_ttl_stream_passes_the_ttl_deletions_of_exactly_the_live_statuses() -> None:
-    (mapping,) = [found for found in SamTemplate.load().stream_mappings if found.function == "TtlStreamFunction"]
-    statuses = [pattern["dynamodb"]["OldImage"]["status"]["S"] for pattern in mapping.filter_patterns]
+    (mapping,) = [m for m in SamTemplate.load().stream_mappings if m.function == "TtlStreamFunction"]
+    deletions = [pattern for pattern in mapping.filter_patterns if pattern.get("eventName") == ["REMOVE"]]
+    statuses = [pattern["dynamodb"]["OldImage"]["status"]["S"] for pattern in deletions]
     live = [status.value for status in LeaseStatus if status in LIVE]
     assert statuses == [live], "template.yaml's TtlDeletions FilterCriteria must name lifecycle.LIVE, in its order"
+
+
+def test_the_ttl_stream_passes_the_ends_of_leases_that_held_capacity_and_new_queued_leases() -> None:
+    (mapping,) = [m for m in SamTemplate.load().stream_mappings if m.function == "TtlStreamFunction"]
+    ends = [pattern for pattern in mapping.filter_patterns if pattern.get("eventName") == ["MODIFY"]]
+    inserts = [pattern for pattern in mapping.filter_patterns if pattern.get("eventName") == ["INSERT"]]
+    holding = [status.value for status in LeaseStatus if status in HOLDING]
+    ended = [status.value for status in LeaseStatus if status in ENDED]
+    assert [pattern["dynamodb"]["OldImage"]["status"]["S"] for pattern in ends] == [holding]
+    assert [pattern["dynamodb"]["NewImage"]["status"]["S"] for pattern in ends] == [ended]
+    assert [pattern["dynamodb"]["NewImage"]["status"]["S"] for pattern in inserts] == [[LeaseStatus.QUEUED.value]]
 
 
 def test_the_acquire_body_s_owner_is_an_owner_query_s_or_absent() -> None:

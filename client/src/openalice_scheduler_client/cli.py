@@ -4,14 +4,14 @@
 
 Exit codes: 0 success, 1 the API refused or failed (code and message on stderr), 2 usage error,
 3 the service cannot be reached, 4 the worker never became ready (`--wait`, `wait`: it failed to boot,
-or the wait timed out). With `--json` stdout carries exactly one JSON document: the API's
-body on success (`list`: every page merged, `next_token` null; `release`: `{}`, standing for the
+the wait timed out, or the lease ended in the queue). With `--json` stdout carries exactly one JSON document:
+the API's body on success (`list`: every page merged, `next_token` null; `release`: `{}`, standing for the
 API's empty 204 body), and the error envelope `{"error": {"code", "message", "details"?}}` on
 exit 1 or 3 (API Gateway's `{"message": ...}` 401/403 bodies and unreachable services normalised
 to it). `watch --json` is a stream: one JSON document (a list body) per line per refresh.
 
 This module is the entry point: the whole parser, the dispatch to the command modules (`cli_leases`,
-`cli_watch`, `cli_usage`, `cli_ops`, `cli_callers`, `cli_completion`, which share `cli_context`), and error
+`cli_queue`, `cli_watch`, `cli_usage`, `cli_ops`, `cli_callers`, `cli_completion`, which share `cli_context`), and error
 reporting. The credential options are the client's arguments: `openalice_scheduler_client.auth` chooses.
 """
 
@@ -33,6 +33,7 @@ from .cli_events import add_events_parsers, cmd_events, cmd_webhooks
 from .cli_leases import LEASE_COMMANDS, add_lease_parsers, check_release
 from .cli_ops import OPERATIONS, add_operations
 from .cli_progress import WaitProgress
+from .cli_queue import add_queue_parser, cmd_queue
 from .cli_style import CLEAR_EOL, ExampleFormatter, example_epilog, format_remaining, format_table, isatty
 from .cli_usage import add_usage_parser, cmd_usage
 from .cli_watch import add_watch_parser, cmd_watch
@@ -45,6 +46,7 @@ __all__ = ["CLEAR_EOL", "WaitProgress", "build_parser", "format_remaining", "for
 
 COMMANDS: dict[str, Command] = {
     **LEASE_COMMANDS,
+    "queue": cmd_queue,
     "watch": cmd_watch,
     "events": cmd_events,
     "webhooks": cmd_webhooks,
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"{SECRET_ENV} (--secret), or {AUTH_ENV}=iam (--auth iam: SigV4 from the AWS credential chain,\n"
             "AWS_PROFILE, AWS_REGION). Options beat the environment; two credential options are an error.\n"
             "exit codes: 0 success, 1 the API refused or failed, 2 usage error, 3 service unreachable,\n"
-            "4 the worker never became ready (acquire --wait, wait).\n"
+            "4 the worker never became ready (acquire --wait, wait; or the lease ended in the queue).\n"
             "`leasectl COMMAND --help` shows what COMMAND does, with an example."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -91,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_lease_parsers(commands)
+    add_queue_parser(commands)
     add_usage_parser(commands)
     add_watch_parser(commands)
     add_events_parsers(commands)

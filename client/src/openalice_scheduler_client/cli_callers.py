@@ -6,46 +6,24 @@ again; `--json` prints the API's body (the token in it) and the same warning.
 
 from __future__ import annotations
 
-import argparse
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .callers import DEFAULT_GRACE_SECONDS
-from .cli_context import EXIT_OK, PROG, Context
+from .cli_context import EXIT_OK, PROG, Context, duration, format_duration
 from .cli_style import ExampleFormatter, example_epilog
 from .client import SchedulerClient
 from .models import ROLES, Caller
 
 MAX_GRACE_SECONDS = 604800  # RotateRequest.grace_seconds: at most 7 days
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"([0-9]{1,7})([smhd]?)")
 TABLE_COLUMNS = ("NAME", "ROLE", "OWNERS", "PRINCIPAL_ARN", "CREATED_AT", "CREATED_BY")
 ONCE = "the token is shown this once and never again: keep it now (`leasectl callers rotate {name}` makes a new one)"
 
 
 def grace(text: str) -> int:
     """`--grace`: seconds, or a number with s, m, h or d (`90`, `30m`, `1h`), from 0 to 7 days."""
-    found = _DURATION.fullmatch(text.strip())
-    if found is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or e.g. 30m, 1h, 2d)")
-    seconds = int(found.group(1)) * _UNITS[found.group(2)]
-    if seconds > MAX_GRACE_SECONDS:
-        raise argparse.ArgumentTypeError(f"{text!r} is longer than 7d, the longest grace the service gives")
-    return seconds
-
-
-def format_duration(seconds: int) -> str:
-    """`1h`, `1h30m`, `45s`, `2d`: the largest units that say it exactly."""
-    if seconds == 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
+    return duration(text, MAX_GRACE_SECONDS, "the longest grace the service gives")
 
 
 def add_callers_parser(commands: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -18,6 +19,8 @@ EXIT_API_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_READY = 4
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"([0-9]{1,7})([smhd]?)")
 
 
 class Context:
@@ -77,3 +80,27 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
+
+
+def duration(text: str, longest: int, why: str) -> int:
+    """A duration option: seconds, or a number with s, m, h or d (`90`, `30m`, `1h`, `2d`), from 0 to `longest`
+    seconds (`why` says what bounds it)."""
+    found = _DURATION.fullmatch(text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (seconds, or e.g. 30m, 1h, 2d)")
+    seconds = int(found.group(1)) * _UNITS[found.group(2)]
+    if seconds > longest:
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than {format_duration(longest)}, {why}")
+    return seconds
+
+
+def format_duration(seconds: int) -> str:
+    """`1h`, `1h30m`, `45s`, `2d`: the largest units that say it exactly."""
+    if seconds == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from .cli_context import EXIT_NOT_READY, EXIT_OK, PROG, Command, Context, positive_float, positive_int
+from .cli_context import EXIT_NOT_READY, EXIT_OK, PROG, Command, Context, duration, positive_float, positive_int
 from .cli_progress import WaitProgress, spinner
-from .cli_style import format_table, painter
+from .cli_queue import place_of
+from .cli_style import format_notices, format_table, painter
 from .client import SchedulerClient
 from .errors import ReadyTimeout, WorkerNotReady
 from .models import GPU_CLASSES, KINDS, LISTED_STATUSES, Lease
 
 DEFAULT_WAIT_SECONDS = 600
 EXIT_SOME_NOT_RELEASED = 1  # as for any refusal by the API
+MAX_QUEUE_SECONDS = 86400  # LeaseRequest.queue_seconds
+MAX_PRIORITY = 100  # LeaseRequest.priority
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -23,6 +27,16 @@ def _env_pair(text: str) -> tuple[str, str]:
     if not separator or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
     return key, value
+
+
+def _queue_seconds(text: str) -> int:
+    return duration(text, MAX_QUEUE_SECONDS, "the longest the service lets a request wait")
+
+
+def _priority(text: str) -> int:
+    if not text.isdigit() or int(text) > MAX_PRIORITY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a priority (a whole number from 0 to {MAX_PRIORITY})")
+    return int(text)
 
 
 def add_lease_parsers(commands: Any) -> None:
@@ -45,13 +59,26 @@ def add_lease_parsers(commands: Any) -> None:
         help="environment for the worker (repeatable)",
     )
     acquire.add_argument(
+        "--queue",
+        type=_queue_seconds,
+        metavar="DURATION",
+        help="when nothing can serve it now, wait in the queue this long (0 to 1d, e.g. 90, 10m, 1h; default 0:"
+        " answer at once)",
+    )
+    acquire.add_argument(
+        "--priority", type=_priority, metavar="N", help="0 to 100 (service default 50): higher is admitted first"
+    )
+    acquire.add_argument(
+        "--preemptible", action="store_true", help="a queued lease of higher priority may end this one, with notice"
+    )
+    acquire.add_argument(
         "--wait",
         type=positive_int,
         nargs="?",
         const=DEFAULT_WAIT_SECONDS,
         metavar="SECONDS",
-        help=f"wait until the worker is ready (at most SECONDS, default {DEFAULT_WAIT_SECONDS}), progress on stderr;"
-        " a lease whose worker is not ready by then is released",
+        help=f"wait until the worker is ready (at most SECONDS, default {DEFAULT_WAIT_SECONDS}; the time in the"
+        " queue aside), progress on stderr; a lease whose worker is not ready by then is released",
     )
 
     wait = commands.add_parser(
@@ -120,10 +147,15 @@ def list_body(leases: Sequence[Lease]) -> dict[str, Any]:
 
 def _wait_for(ctx: Context, client: SchedulerClient, lease: Lease, timeout: float) -> Lease:
     with WaitProgress(ctx.stderr) as progress:
+
+        def seen(answer: Lease, elapsed: float) -> None:
+            # A read of a queued lease does not carry its place: the queue does.
+            progress.update(place_of(client, answer) if answer.is_queued else answer, elapsed)
+
         progress.update(lease, 0.0)
         if lease.is_ready:
             return lease
-        return client.wait_ready(lease.lease_id, timeout, on_progress=progress.update)
+        return client.wait_ready(lease.lease_id, timeout, on_progress=seen, lease=lease)
 
 
 def _not_ready(ctx: Context, error: WorkerNotReady, released: bool = False) -> int:
@@ -151,10 +183,16 @@ def cmd_acquire(ctx: Context, client: SchedulerClient) -> int:
             owner_id=args.owner,
             env=dict(args.env) or None,
             max_cost_per_hour=args.max_cost,
+            queue_seconds=args.queue,
+            priority=args.priority,
+            preemptible=True if args.preemptible else None,
         )
     if args.wait is not None and not lease.is_ready:
         try:
             lease = _wait_for(ctx, client, lease, args.wait)
+        except KeyboardInterrupt:
+            _cancel_if_queued(ctx, client, lease.lease_id)
+            raise
         except ReadyTimeout as timed_out:
             client.release(lease.lease_id, owner_id=args.owner)  # no paid worker left booting behind the command
             return _not_ready(ctx, timed_out, released=True)
@@ -162,6 +200,17 @@ def cmd_acquire(ctx: Context, client: SchedulerClient) -> int:
             return _not_ready(ctx, failed)
     ctx.show_lease(lease, {"lease": lease.raw, "provider": lease.provider})
     return EXIT_OK
+
+
+def _cancel_if_queued(ctx: Context, client: SchedulerClient, lease_id: str) -> None:
+    """Ctrl-C while waiting in the queue cancels the queued lease (nothing was made for it yet); one admitted
+    meanwhile is left as `wait` leaves a starting one."""
+    try:
+        if client.get(lease_id).is_queued:
+            client.release(lease_id, owner_id=ctx.args.owner)
+            ctx.stderr.write(f"\n{PROG}: cancelled the queued lease {lease_id}")
+    except Exception as error:  # noqa: BLE001 - the interrupt is what the user asked for; say what was left
+        ctx.stderr.write(f"\n{PROG}: the lease {lease_id} may still be queued: {error}")
 
 
 def cmd_wait(ctx: Context, client: SchedulerClient) -> int:
@@ -180,7 +229,10 @@ def cmd_list(ctx: Context, client: SchedulerClient) -> int:
     if ctx.json:
         ctx.print_json(list_body(leases))
     elif leases:
-        ctx.stdout.write("\n".join(format_table(leases, paint=painter(ctx.stdout))) + "\n")
+        paint = painter(ctx.stdout)
+        now = datetime.now(UTC)
+        lines = format_table(leases, now, paint) + format_notices(leases, now, paint)
+        ctx.stdout.write("\n".join(lines) + "\n")
     else:
         ctx.stdout.write("No live leases.\n")
     return EXIT_OK

@@ -43,11 +43,16 @@ def spinner(message: str, stream: TextIO) -> Iterator[None]:
         stream.flush()
 
 
-def describe_wait(lease: Lease | None, elapsed: float) -> str:
-    """One progress line: the lease's state and the time waited so far."""
+def describe_wait(lease: Lease | None, elapsed: float, *, reason: bool = True) -> str:
+    """One progress line: the lease's state (a queued one's place, and with `reason` what it waits for) and the
+    time waited so far."""
     if lease is None:
         return f"waiting for the worker… {elapsed:.0f}s"
-    if lease.is_ready:
+    if lease.is_queued:
+        state = "queued" if lease.queue_position is None else f"queued at position {lease.queue_position}"
+        if reason and lease.queue_reason:
+            state += f" ({lease.queue_reason})"
+    elif lease.is_ready:
         state = "worker ready"
     elif lease.is_starting:
         state = f"{lease.status}, worker starting"
@@ -56,16 +61,26 @@ def describe_wait(lease: Lease | None, elapsed: float) -> str:
     return f"lease {lease.lease_id}: {state} ({elapsed:.0f}s)"
 
 
+def describe_admission(lease: Lease, elapsed: float) -> str:
+    """The line marking a queued lease's admission, with how long it waited in the queue when known."""
+    waited = ""
+    if lease.admitted_at is not None and lease.queued_at is not None:
+        waited = f" after {(lease.admitted_at - lease.queued_at).total_seconds():.0f}s in the queue"
+    return f"lease {lease.lease_id}: admitted{waited} ({elapsed:.0f}s)"
+
+
 class WaitProgress:
     """Progress of a wait on `stream`: redrawn in place every fraction of a second on a terminal, one line
-    per change of state otherwise."""
+    per change of state otherwise (a queued lease's place counts as its state). Leaving the queue is marked by
+    a line of its own on both."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._tty = isatty(stream)
         self._lease: Lease | None = None
         self._started = time.monotonic()
-        self._last_state: tuple[str, str] | None = None
+        self._last_state: tuple[str, str, int | None] | None = None
+        self._last_reason: str | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -88,12 +103,18 @@ class WaitProgress:
     def update(self, lease: Lease, elapsed: float) -> None:
         """A new answer: remember it; without a terminal, print it when its state changed."""
         with self._lock:
+            was_queued = self._lease is not None and self._lease.is_queued
             self._lease = lease
-            state = (lease.status, lease.worker_state)
+            if was_queued and not lease.is_queued and lease.admitted_at is not None:
+                clear = "\r" + CLEAR_EOL if self._tty else ""
+                self._stream.write(clear + describe_admission(lease, elapsed) + "\n")
+            state = (lease.status, lease.worker_state, lease.queue_position)
             if not self._tty and state != self._last_state:
-                self._stream.write(describe_wait(lease, elapsed) + "\n")
-                self._stream.flush()
+                reason = lease.queue_reason != self._last_reason
+                self._stream.write(describe_wait(lease, elapsed, reason=reason) + "\n")
+            self._stream.flush()
             self._last_state = state
+            self._last_reason = lease.queue_reason
 
     def _redraw(self) -> None:
         while not self._done.wait(0.2):

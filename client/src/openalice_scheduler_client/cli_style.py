@@ -9,7 +9,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from .models import ACTIVE, EXPIRED, FAILED, PENDING, RELEASED, RELEASING, USABLE_STATUSES, Lease
+from .models import (
+    ACTIVE,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    PREEMPTED,
+    QUEUED,
+    RELEASED,
+    RELEASING,
+    USABLE_STATUSES,
+    Lease,
+)
 
 RESET = "\x1b[0m"
 CLEAR_EOL = "\x1b[K"
@@ -20,6 +31,8 @@ STATUS_COLOURS = {
     FAILED: "\x1b[31m",  # red: look at failure_reason
     RELEASED: "\x1b[2m",  # dim: over
     EXPIRED: "\x1b[2m",
+    QUEUED: "\x1b[36m",  # cyan: waiting for capacity
+    PREEMPTED: "\x1b[35m",  # magenta: ended for a lease of higher priority
 }
 TABLE_COLUMNS = ("ID", "KIND", "GPU", "PROVIDER", "STATUS", "OWNER", "REMAINING", "$/H", "COST", "ENDPOINT")
 RIGHT_ALIGNED = ("REMAINING", "$/H", "COST")
@@ -65,11 +78,11 @@ def format_dollars(amount: float | None) -> str:
     return "-" if amount is None else f"${amount:,.4f}"
 
 
-def format_remaining(remaining: timedelta) -> str:
-    """A compact countdown: `45s`, `9m59s`, `2h05m`, or `expired`."""
+def format_remaining(remaining: timedelta, past: str = "expired") -> str:
+    """A compact countdown: `45s`, `9m59s`, `2h05m`, or `past` (`expired`) at or below zero."""
     seconds = int(remaining.total_seconds())
     if seconds <= 0:
-        return "expired"
+        return past
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -79,9 +92,39 @@ def format_remaining(remaining: timedelta) -> str:
     return f"{secs}s"
 
 
+def when(value: datetime | None) -> str:
+    """A time as the wire writes it (`2026-11-30T04:00:00Z`), or `-`."""
+    return "-" if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_notice(lease: Lease, now: datetime) -> str | None:
+    """What a live lease's preemption notice says (None without one): when it ends, in how long, and for what."""
+    if not lease.has_notice or lease.preempt_at is None:
+        return None
+    return f"preempted at {when(lease.preempt_at)} {_notice_detail(lease, now)}"
+
+
+def _notice_detail(lease: Lease, now: datetime) -> str:
+    assert lease.preempt_at is not None  # noqa: S101 - only leases with a notice  # nosec B101
+    left = format_remaining(lease.preempt_at - now, past="")
+    by = "higher priority" if lease.preempt_priority is None else f"priority {lease.preempt_priority}"
+    return f"({f'in {left}' if left else 'now'}), for a lease of {by}"
+
+
+def format_notices(leases: Sequence[Lease], now: datetime, paint: Paint = no_paint) -> list[str]:
+    """One line per listed lease with a preemption notice (none: no lines)."""
+    lines = []
+    for lease in leases:
+        notice = format_notice(lease, now)
+        if notice is not None:
+            lines.append(paint(PREEMPTED, f"! {lease.lease_id} ({lease.owner_id or '-'}): {notice}"))
+    return lines
+
+
 def lease_row(lease: Lease, now: datetime) -> tuple[str, ...]:
-    """One table row of a lease (columns as TABLE_COLUMNS)."""
-    remaining = format_remaining(lease.remaining(now)) if lease.status in USABLE_STATUSES else "-"
+    """One table row of a lease (columns as TABLE_COLUMNS); a lease with a notice has until its preempt_at."""
+    ends = lease.expires_at if lease.preempt_at is None else min(lease.expires_at, lease.preempt_at)
+    remaining = format_remaining(ends - now) if lease.status in USABLE_STATUSES else "-"
     return (
         lease.lease_id,
         lease.kind,
@@ -114,13 +157,22 @@ def format_table(leases: Sequence[Lease], now: datetime | None = None, paint: Pa
     return lines
 
 
+def format_table_rows(columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> list[str]:
+    """`rows` as aligned text lines under the `columns` header (those named in `right` right-aligned)."""
+    table = [tuple(columns), *(tuple(row) for row in rows)]
+    widths = [max(len(row[column]) for row in table) for column in range(len(columns))]
+    aligned = {columns.index(name) for name in right}
+    return [
+        "  ".join(
+            cell.rjust(widths[i]) if i in aligned else cell.ljust(widths[i]) for i, cell in enumerate(row)
+        ).rstrip()
+        for row in table
+    ]
+
+
 def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_paint) -> list[str]:
-    """Every field of a lease as aligned `name: value` lines (`paint` colours the status)."""
+    """Every field of a lease as aligned `name: value` lines (`paint` colours the status, and a notice)."""
     moment = now or datetime.now(UTC)
-
-    def when(value: datetime | None) -> str:
-        return "-" if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
-
     expires = when(lease.expires_at)
     if lease.is_live:
         expires += f" (in {format_remaining(lease.remaining(moment))})"
@@ -147,16 +199,31 @@ def format_lease(lease: Lease, now: datetime | None = None, paint: Paint = no_pa
         ("failure_reason", lease.failure_reason or "-"),
         ("created_by", lease.created_by or "-"),
         ("ended_by", lease.ended_by or "-"),
+        ("priority", f"{lease.priority}{', preemptible' if lease.preemptible else ''}"),
+        ("queued_at", when(lease.queued_at)),
+        ("queued_until", when(lease.queued_until)),
+        *([("queue_position", str(lease.queue_position))] if lease.queue_position is not None else []),
+        ("queue_reason", lease.queue_reason or "-"),
+        ("admitted_at", when(lease.admitted_at)),
+        ("preempt_at", _notice_field(lease, moment, paint)),
     ]
     width = max(len(name) for name, _ in fields)
     return [f"{name.ljust(width)}  {value}" for name, value in fields]
+
+
+def _notice_field(lease: Lease, now: datetime, paint: Paint) -> str:
+    if not lease.has_notice:
+        return when(lease.preempt_at)
+    return paint(PREEMPTED, f"{when(lease.preempt_at)} {_notice_detail(lease, now)}: the lease ends preempted then")
 
 
 # --- help ------------------------------------------------------------------------------------------
 
 EXAMPLES: dict[str, str] = {
     "acquire": "leasectl acquire --kind renderer --ttl 600 --owner anim-svc --env SCENE=intro\n"
-    "  leasectl acquire --gpu high --wait 300       # returns once the worker is ready",
+    "  leasectl acquire --gpu high --wait 300       # returns once the worker is ready\n"
+    "  leasectl acquire --queue 10m --priority 80 --preemptible --wait   # waits in the queue when all is taken",
+    "queue": "leasectl queue --owner anim-svc",
     "wait": "leasectl wait 10eb885b-1051-480d-b839-dafaec1f503f --timeout 300",
     "list": "leasectl list --owner anim-svc --provider local-docker --status active",
     "get": "leasectl --json get 10eb885b-1051-480d-b839-dafaec1f503f",

@@ -12,7 +12,7 @@ from typing import Any
 from .cli_context import EXIT_OK, PROG, Context, positive_float
 from .cli_events import add_watch_events, follow_events
 from .cli_leases import list_body
-from .cli_style import CLEAR_EOL, Paint, format_table, isatty, no_paint, painter
+from .cli_style import CLEAR_EOL, Paint, format_notices, format_table, isatty, no_paint, painter
 from .client import SchedulerClient
 from .errors import SchedulerError, ServiceUnreachable
 from .models import Lease
@@ -42,7 +42,7 @@ def watch_frame(
     title = f"{PROG} watch  {url}  {count} live  {now:%H:%M:%S} UTC  (every {interval:g}s, Ctrl-C to quit)"
     lines = [title, ""]
     if leases:
-        lines += format_table(leases, now, paint)
+        lines += format_table(leases, now, paint) + format_notices(leases, now, paint)
     elif leases is not None:
         lines.append("No live leases.")
     if error:

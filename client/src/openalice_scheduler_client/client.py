@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -20,21 +19,21 @@ from urllib.parse import quote
 
 from .callers import Callers
 from .credentials import Credential
-from .errors import BootFailed, InvalidResponse, NotFound, ReadyTimeout, SchedulerError, error_from_response
+from .errors import InvalidResponse, NotFound, SchedulerError, error_from_response
 from .events_api import EventsApi
-from .leasing import LeaseHandle, hold
+from .leasing import LeaseHandle, OnPreemption, hold
 from .models import Lease
 from .operations import NotReleased, OwnerRelease, WorkerLogs
 from .transport import DEFAULT_URL, Transport, _Outcome
 from .transport import _is_connect_failure as _is_connect_failure  # tests/client reach it through this module
 from .version import __version__
+from .waiting import MAX_WAIT_READY_SECONDS as MAX_WAIT_READY_SECONDS  # tests hold it to openapi.yaml here
+from .waiting import wait_for
 
 __all__ = ["DEFAULT_URL", "SchedulerClient", "__version__", "lease"]
 
 logger = logging.getLogger("openalice_scheduler_client")
 logger.addHandler(logging.NullHandler())  # a library logs only where its application configures logging
-
-MAX_WAIT_READY_SECONDS = 25  # the service's bound on one long poll (within API Gateway's 30 s)
 
 
 class SchedulerClient(EventsApi, Transport):
@@ -75,8 +74,16 @@ class SchedulerClient(EventsApi, Transport):
         env: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
         max_cost_per_hour: float | None = None,
+        queue_seconds: int | None = None,
+        priority: int | None = None,
+        preemptible: bool | None = None,
     ) -> Lease:
         """`POST /v1/lease`: a worker of `kind` (`renderer`/`anim`) and `gpu` class, leased for `ttl_seconds`.
+
+        With `queue_seconds` (1–86400), a request that cannot be served now waits in the queue that long: the
+        lease comes back `queued` (`queue_position`, `queue_reason`, `queued_until`; no worker yet), and
+        `wait_ready` waits through the queue. `priority` (0–100, service default 50) orders the queue and may
+        preempt `preemptible` leases of lower priority; `preemptible` lets higher priorities preempt this one.
 
         Every attempt of one call carries the same `Idempotency-Key` (`idempotency_key`, or a uuid4
         made for this call) and the same body, so retries never make a second worker. Raises
@@ -89,6 +96,9 @@ class SchedulerClient(EventsApi, Transport):
             "correlation_id": correlation_id,
             "region": region,
             "max_cost_per_hour": max_cost_per_hour,
+            "queue_seconds": queue_seconds,
+            "priority": priority,
+            "preemptible": preemptible,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         if env is not None:
@@ -111,33 +121,43 @@ class SchedulerClient(EventsApi, Transport):
         timeout: float = 600.0,
         *,
         on_progress: Callable[[Lease, float], None] | None = None,
+        lease: Lease | None = None,
     ) -> Lease:
         """Wait until the lease's worker is ready (`worker_state` `ready`) and return the lease.
 
-        Long-polls `GET /v1/lease/{id}?wait_ready=N` (N ≤ 25 s per request) until then. `on_progress(lease,
-        elapsed_seconds)` is called after every answer. Raises BootFailed when the lease ends instead (the
-        service ended it: `failure_reason` says why), ReadyTimeout when `timeout` seconds pass first (the
-        lease stays live: release it, or wait again).
+        Long-polls `GET /v1/lease/{id}?wait_ready=N` (N ≤ 25 s per request; ≤ 5 s while the lease is queued) until
+        then. A queued lease is waited on through the queue, whose time does not count toward `timeout` (the
+        queue is bounded by its `queued_until`). `on_progress(lease, elapsed_seconds)` is called after every answer;
+        `lease` is the lease as last known, if known. Raises NotAdmitted when the lease ends in the queue,
+        BootFailed when it ends otherwise (the service ended it: `failure_reason` says why), ReadyTimeout when
+        `timeout` seconds pass first (the lease stays live: release it, or wait again).
         """
-        started = time.monotonic()
-        while True:
-            elapsed = time.monotonic() - started
-            left = timeout - elapsed
-            # Each long poll ends well within this client's own per-request timeout.
-            wait = int(max(0.0, min(MAX_WAIT_READY_SECONDS, left, self.timeout - 5.0)))
-            lease = self.get(lease_id, wait_ready=wait)
-            elapsed = time.monotonic() - started
-            if on_progress is not None:
-                on_progress(lease, elapsed)
-            if lease.is_ready:
-                return lease
-            if not lease.is_starting:
-                why = lease.failure_reason or f"the lease is {lease.status}"
-                raise BootFailed(f"lease {lease_id}: the worker never became ready: {why}", lease=lease)
-            if elapsed >= timeout:
-                raise ReadyTimeout(f"lease {lease_id}: the worker was still starting after {timeout:g} s", lease=lease)
-            if wait == 0:
-                self._sleep(min(1.0, max(0.0, timeout - elapsed)))
+        return wait_for(self, lease_id, timeout, on_progress=on_progress, lease=lease)
+
+    def wait_admitted(
+        self,
+        lease_id: str,
+        timeout: float = 600.0,
+        *,
+        on_progress: Callable[[Lease, float], None] | None = None,
+        lease: Lease | None = None,
+    ) -> Lease:
+        """Wait until a queued lease is admitted and active (its worker may still be starting) and return it.
+
+        As `wait_ready`, whose errors it raises, but done once the lease is `active`.
+        """
+        return wait_for(self, lease_id, timeout, ready=False, on_progress=on_progress, lease=lease)
+
+    def queue(self, *, owner_id: str | None = None, limit: int | None = None) -> builtins.list[Lease]:
+        """`GET /v1/queue`: the queued leases in admission order, each with its `queue_position` (1 = next) in
+        the whole queue. A `service` caller sees its own owners' only; `owner_id` narrows to one owner; `limit`
+        (1–1000, service default 100) answers the first that many."""
+        params = {key: str(value) for key, value in {"owner_id": owner_id, "limit": limit}.items() if value is not None}
+        body = self._expect(self._send("GET", "/v1/queue", params=params), dict)
+        items = body.get("queue")
+        if not isinstance(items, builtins.list):
+            raise InvalidResponse("queue answer lacks `queue`", status=200, body=body)
+        return [self._parse_lease(item, body) for item in items]
 
     def list_page(
         self,
@@ -327,13 +347,22 @@ class SchedulerClient(EventsApi, Transport):
         renew_every: float | None = None,
         wait_ready: bool = True,
         ready_timeout: float = 600.0,
+        queue_seconds: int | None = None,
+        priority: int | None = None,
+        preemptible: bool | None = None,
+        on_preemption: OnPreemption | None = None,
+        check_every: float | None = None,
         **acquire_kwargs: Any,
     ) -> AbstractContextManager[LeaseHandle]:
-        """`with client.lease(kind="renderer", ttl_seconds=600) as lease:` — acquire, wait until the worker is
-        ready (unless `wait_ready=False`), keep renewed, release.
+        """`with client.lease(kind="renderer", ttl_seconds=600) as lease:` — acquire (waiting in the queue up to
+        `queue_seconds` when nothing is free), wait until the worker is ready (unless `wait_ready=False`), keep
+        renewed, release. `priority` and `preemptible` are the acquire's; `on_preemption(lease)` is called once
+        when the lease gets a preemption notice (a preemptible lease is read every `check_every` s, default 10).
 
-        See `openalice_scheduler_client.leasing.hold` for the readiness, renewal and release behaviour.
+        See `openalice_scheduler_client.leasing.hold` for the queue, readiness, renewal, notice and release
+        behaviour.
         """
+        queueing = {"queue_seconds": queue_seconds, "priority": priority, "preemptible": preemptible}
         return hold(
             self,
             kind=kind,
@@ -341,6 +370,9 @@ class SchedulerClient(EventsApi, Transport):
             renew_every=renew_every,
             wait_ready=wait_ready,
             ready_timeout=ready_timeout,
+            on_preemption=on_preemption,
+            check_every=check_every,
+            **{key: value for key, value in queueing.items() if value is not None},
             **acquire_kwargs,
         )
 
@@ -382,26 +414,15 @@ def lease(
     auth: str | Credential | None = None,
     region: str | None = None,
     profile: str | None = None,
-    renew_every: float | None = None,
-    wait_ready: bool = True,
-    ready_timeout: float = 600.0,
-    **acquire_kwargs: Any,
+    **options: Any,
 ) -> Iterator[LeaseHandle]:
     """Module-level `with lease(kind="renderer", ttl_seconds=600) as handle:` on a client of its own.
 
-    `url` and the credential (`secret`, `token`, `auth`, `region`, `profile`) are as for `SchedulerClient`; the rest
-    is as `SchedulerClient.lease`.
+    `url` and the credential (`secret`, `token`, `auth`, `region`, `profile`) are as for `SchedulerClient`; the
+    `options` are `SchedulerClient.lease`'s (`wait_ready`, `queue_seconds`, `on_preemption`, the acquire's, …).
     """
     with (
         SchedulerClient(url, secret, token=token, auth=auth, region=region, profile=profile) as client,
-        hold(
-            client,
-            kind=kind,
-            ttl_seconds=ttl_seconds,
-            renew_every=renew_every,
-            wait_ready=wait_ready,
-            ready_timeout=ready_timeout,
-            **acquire_kwargs,
-        ) as handle,
+        client.lease(kind, ttl_seconds, **options) as handle,
     ):
         yield handle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -80,6 +81,24 @@ class Conflict(SchedulerError):
     default_code = "conflict"
 
 
+class Preempting(Conflict):
+    """409 `preempting`: a renewal would pass the lease's preemption notice; `preempt_at` (from `details`) is when
+    the lease ends `preempted`. The lease runs until then, unchanged."""
+
+    default_code = "preempting"
+
+    @property
+    def preempt_at(self) -> datetime | None:
+        """When the lease ends, as the service said (None if it did not say)."""
+        value = self.details.get("preempt_at")
+        if not isinstance(value, str):
+            return None
+        try:
+            return datetime.fromisoformat(value).astimezone(UTC)
+        except ValueError:
+            return None
+
+
 class Gone(SchedulerError):
     """410 `gone`: the lease's worker no longer exists (its logs went with it)."""
 
@@ -152,6 +171,13 @@ class BootFailed(WorkerNotReady):
     default_code = "boot_failed"
 
 
+class NotAdmitted(WorkerNotReady):
+    """The lease ended in the queue, never admitted: its `queued_until` passed (`expired`) or it was cancelled
+    (`released`); `lease.failure_reason` says which. No worker was ever made for it."""
+
+    default_code = "not_admitted"
+
+
 class ReadyTimeout(WorkerNotReady):
     """The worker was still starting when the caller's timeout ran out (the lease is still live)."""
 
@@ -164,6 +190,7 @@ ERRORS_BY_CODE: dict[str, type[SchedulerError]] = {
     "forbidden": Forbidden,
     "not_found": NotFound,
     "conflict": Conflict,
+    "preempting": Preempting,
     "gone": Gone,
     "quota_exceeded": QuotaExceeded,
     "budget_exceeded": BudgetExceeded,

@@ -13,10 +13,10 @@ from typing import Any
 
 KINDS = ("renderer", "anim")  # WorkerKind
 GPU_CLASSES = ("none", "entry", "mid", "high")  # GpuClass
-# LeaseStatus, in openapi.yaml's order: what may still own a worker, then how a lease ends.
-STATUSES = ("pending", "active", "releasing", "released", "expired", "failed")
-PENDING, ACTIVE, RELEASING, RELEASED, EXPIRED, FAILED = STATUSES
-LISTED_STATUSES = (PENDING, ACTIVE, RELEASING)  # LiveLease: what GET /v1/leases lists, in that order
+# LeaseStatus, in openapi.yaml's order: what may still own a worker, how a lease ends, then the queue's two.
+STATUSES = ("pending", "active", "releasing", "released", "expired", "failed", "queued", "preempted")
+PENDING, ACTIVE, RELEASING, RELEASED, EXPIRED, FAILED, QUEUED, PREEMPTED = STATUSES
+LISTED_STATUSES = (PENDING, ACTIVE, RELEASING, QUEUED)  # LiveLease: what GET /v1/leases lists, in that order
 LIVE_STATUSES = frozenset(LISTED_STATUSES)
 ENDED_STATUSES = frozenset(STATUSES) - LIVE_STATUSES
 USABLE_STATUSES = (PENDING, ACTIVE)  # live and not being released: its expires_at means something
@@ -41,6 +41,10 @@ def _optional_time(value: Any) -> datetime | None:
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _optional_str(value: Any) -> str | None:
@@ -77,6 +81,15 @@ class Lease:
     cost_usd: float | None = None  # accrued so far while live, final once ended
     created_by: str | None = None  # the caller whose acquire made it (null from a service older than callers)
     ended_by: str | None = None  # who ended it: a caller's name, sweep, ttl-stream or reconciler; null while live
+    priority: int = 50
+    preemptible: bool = False
+    queued_at: datetime | None = None  # when it joined the queue (null: it never waited)
+    queued_until: datetime | None = None  # until when its acquire could wait in the queue
+    queue_position: int | None = None  # 1 = admitted next (only where the service read the queue)
+    queue_reason: str | None = None  # what a queued lease waits for
+    admitted_at: datetime | None = None  # when a lease that waited was admitted
+    preempt_at: datetime | None = None  # a preemption notice: the lease ends then
+    preempt_priority: int | None = None  # with a notice: the priority of the lease it is preempted for
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -110,6 +123,16 @@ class Lease:
                 cost_usd=_optional_float(data.get("cost_usd")),
                 created_by=_optional_str(data.get("created_by")),
                 ended_by=_optional_str(data.get("ended_by")),
+                # A service older than the queue: its default priority, nothing preemptible.
+                priority=50 if data.get("priority") is None else int(data["priority"]),
+                preemptible=bool(data.get("preemptible") or False),
+                queued_at=_optional_time(data.get("queued_at")),
+                queued_until=_optional_time(data.get("queued_until")),
+                queue_position=_optional_int(data.get("queue_position")),
+                queue_reason=_optional_str(data.get("queue_reason")),
+                admitted_at=_optional_time(data.get("admitted_at")),
+                preempt_at=_optional_time(data.get("preempt_at")),
+                preempt_priority=_optional_int(data.get("preempt_priority")),
                 raw=dict(data),
             )
         except KeyError as missing:
@@ -119,8 +142,18 @@ class Lease:
 
     @property
     def is_live(self) -> bool:
-        """True while the lease may still own a worker (pending, active or releasing)."""
+        """True while the lease may still own a worker (pending, active or releasing), or waits in the queue."""
         return self.status in LIVE_STATUSES
+
+    @property
+    def is_queued(self) -> bool:
+        """True while the lease waits in the queue (no slot, no worker yet)."""
+        return self.status == QUEUED
+
+    @property
+    def has_notice(self) -> bool:
+        """True while the lease is live with a preemption notice: it ends `preempted` at `preempt_at`."""
+        return self.preempt_at is not None and self.is_live
 
     @property
     def is_ready(self) -> bool:

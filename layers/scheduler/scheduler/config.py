@@ -24,11 +24,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from functools import cache
-from typing import Any, ClassVar, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar
 
 from scheduler.callers.model import is_principal_arn
 from scheduler.errors import ConfigurationError
 from scheduler.providers.registry import PROVIDERS, provider_package
+
+if TYPE_CHECKING:
+    from scheduler.owner_policies import OwnerPolicies
 
 _S = TypeVar("_S", bound="SettingsSection")
 
@@ -313,6 +316,13 @@ def principal_arns(raw: str) -> tuple[str, ...]:
     return found
 
 
+def _owner_policies(raw: str) -> OwnerPolicies:
+    """OWNER_POLICIES (its module loads only where the variable is set, or the queue is used)."""
+    from scheduler.owner_policies import OwnerPolicies
+
+    return OwnerPolicies.parse(raw)
+
+
 @dataclass(init=False, repr=False, eq=False)  # methods: SettingsSection's
 class Settings(SettingsSection):
     """Everything the functions read from their environment."""
@@ -362,6 +372,11 @@ class Settings(SettingsSection):
     # gives the functions its own SWEEP_INTERVAL_SECONDS.
     sweep_interval_seconds: float = setting(60, template=True, parse=interval)
     release_allowance_seconds: int = setting(30, parameter="ReleaseAllowanceSeconds", low=0, high=3600)
+    # The queue (README, Queue): each owner's weight and highest priority (JSON; unset: weight 1, priority up to
+    # 100 for all), how long a lease runs before it may be preempted, and the notice a preempted lease gets.
+    owner_policies: OwnerPolicies | None = setting(None, parameter="OwnerPolicies", parse=_owner_policies)
+    min_runtime_seconds: int = setting(300, parameter="MinRuntimeSeconds", low=0, high=86_400)
+    preemption_notice_seconds: int = setting(120, parameter="PreemptionNoticeSeconds", low=0, high=86_400)
     usage_table: str = setting("openalice-scheduler-usage", template=True)
     # Lifecycle events (`scheduler/events`): each lease's history, the stack's bus, the owners' webhooks.
     lease_events_table: str = setting("openalice-scheduler-lease-events", template=True)
@@ -408,6 +423,13 @@ class Settings(SettingsSection):
         """The settings of `provider` (its defaults when this value was built without them)."""
         found = self.sections.get(provider)
         return found if isinstance(found, kind) else kind()
+
+    @property
+    def policies(self) -> OwnerPolicies:
+        """OWNER_POLICIES, or every owner's defaults when it is unset."""
+        from scheduler.owner_policies import OwnerPolicies
+
+        return self.owner_policies or OwnerPolicies()
 
     @property
     def tracing(self) -> bool:

@@ -68,6 +68,14 @@ class LeaseConflict(Conflict):
     """The lease is in a state that forbids this change (e.g. renew while releasing)."""
 
 
+class Preempting(LeaseConflict):
+    """The lease has a preemption notice: it cannot be renewed past its preempt_at (details: preempt_at)."""
+
+
+class LeaseQueued(LeaseNotFound):
+    """The lease waits in the queue: it is no active lease yet (a release cancels it instead)."""
+
+
 class QuotaExceeded(SchedulerError):
     """The owner already holds as many live leases as allowed."""
 

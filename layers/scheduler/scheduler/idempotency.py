@@ -34,7 +34,7 @@ from scheduler.clock import Clock, utc_now
 from scheduler.deadline import Deadline, or_never
 from scheduler.errors import InvalidRequest, LeaseConflict, LeaseNotFound
 from scheduler.inputs import text_problem
-from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Replayed
+from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired, Queued, Replayed
 from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, format_time
 from scheduler.wire import HEADERS
@@ -117,7 +117,7 @@ class IdempotentAcquire:
                 self._sleep(0.2)
                 continue
             fresh = self._invocation.outcome
-            return fresh if isinstance(fresh, Acquired) else self._replay(str(answer["lease"]["lease_id"]))
+            return fresh if isinstance(fresh, Acquired | Queued) else self._replay(str(answer["lease"]["lease_id"]))
 
     def _replay(self, lease_id: str) -> Replayed:
         """The lease the key made, as it is now, while its caller can still use it."""
@@ -128,6 +128,10 @@ class IdempotentAcquire:
             raise LeaseConflict(message, details={"lease_id": lease_id}) from gone
         if lease.status is LeaseStatus.ACTIVE and not lease.is_expired(self._clock()):
             return Replayed(lease)
+        if lease.status is LeaseStatus.QUEUED or (
+            lease.status is LeaseStatus.PENDING and lease.admitted_at is not None
+        ):
+            return Replayed(lease)  # still waiting in the queue, or being admitted: 202 again
         raise LeaseConflict(f"{_MADE} {_how_it_ended(lease)}; {_NEW_KEY}", details=_ended(lease))
 
     def _acquire_once(self, attempt: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scheduler.errors import InvalidRequest, invalid_input
 
 if TYPE_CHECKING:
-    from scheduler.wire import ChoiceRule, IntegerRule, NumberRule, TextListRule, TextMapRule, TextRule
+    from scheduler.wire import BooleanRule, ChoiceRule, IntegerRule, NumberRule, TextListRule, TextMapRule, TextRule
 
 Choice = TypeVar("Choice", bound=StrEnum)
 _NOT_A_STRING = "Input should be a valid string"
@@ -200,6 +200,17 @@ class Fields:
             return None
         # compared before float(): a 400-digit integer has no float
         return float(value) if self._within(name, value, rule) else None
+
+    def boolean_or(self, name: str, rule: BooleanRule) -> bool:
+        """A JSON `true` or `false` (never a string or a number), its default when absent; null is no boolean."""
+        default = rule.get("default", False)
+        if name not in self._data:
+            return default
+        value = self._data[name]
+        if isinstance(value, bool):
+            return value
+        self.problem(name, "Input should be a valid boolean")
+        return default
 
     def flag(self, name: str, rule: ChoiceRule) -> bool:
         """A query's `true` or `false` (or a JSON boolean), the rule's values; its default when absent."""

@@ -4,11 +4,21 @@ Pure Python (no DynamoDB, no pydantic). The store renders every condition and up
 from these declarations (`store/conditions.py`) and asks `refusal()` why a conditional write lost,
 so adding a status or a transition is an edit here, checked by tests that need no database.
 
-    pending ──activate──▶ active ──renew──▶ active
-       │                    │
-       │ fail_pending       │ claim_release (caller) / claim_due (sweep) / claim_failed (worker stopped)
-       ▼                    ▼
-     failed            releasing ──finish──▶ released | expired | failed (the claim's outcome)
+    queued ──admit──▶ pending ──activate──▶ active ──renew──▶ active ──notice──▶ active (preempt_at)
+      ▲ │ cancel /            │  │                │                              │
+      │ │ expire_queued       │  │ fail_pending   │ claim_release (caller) /     │ claim_preempted
+      │ ▼                     │  ▼                │ claim_due (sweep) /          │ (at preempt_at)
+      │ released | expired    │ failed            ▼ claim_failed (worker stopped) ▼
+      └──────── requeue ──────┘             releasing ──finish──▶ released | expired | failed | preempted
+
+A `queued` lease waits for capacity (a cap, a quota, a budget, a provider with room): it holds no counter and
+no worker, and sits in the queue index (by priority, then age) and in the sweep index (due at queued_until).
+`admit` takes its slots in the same transaction as `record` takes a new lease's; a provisioning that found no
+capacity puts it back (`requeue`, giving the slots back) until its queued_until. `cancel` (a caller's DELETE)
+and `expire_queued` (the sweep, at queued_until) end it without any worker ever made, so without a claim.
+`notice` marks a preemptible active lease for preemption at preempt_at (its renewals held before it); at
+preempt_at the sweep's `claim_preempted` ends it `preempted`, and the finish of that claim hands its provider
+slot to the queued lease that caused it, admitting it in the same transaction (`store/queue.py`).
 
 An active lease's worker is `starting` until its provider reports it usable, then `ready` (`ready_at`
 written once, by `mark_ready`); `check_readiness` is the claim that lets one caller at a time ask the
@@ -23,7 +33,9 @@ releasing. Every end goes through a claim (`releasing`) first, except `fail_pend
 up and removed the worker itself), so two actors can never both release one worker.
 
 The audit trail is written by the same transitions: `created_by` with the new item, `claimed_by` with a claim
-(kept by a claim that takes over a stale one, as its outcome is), `ended_by` with the end.
+(kept by a claim that takes over a stale one, as its outcome is), `ended_by` with the end, `renewed_by` with a
+renewal and `ready_by` with `mark_ready` (a worker ready at once is its acquirer's, `created_by`), so the events
+read from the table's stream name who acted.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ class LeaseStatus(StrEnum):
     RELEASED = "released"
     EXPIRED = "expired"
     FAILED = "failed"
+    QUEUED = "queued"
+    PREEMPTED = "preempted"
 
     @property
     def is_live(self) -> bool:
@@ -53,13 +67,16 @@ class WorkerState(StrEnum):
     READY = "ready"
 
 
-LIVE = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING})
+# What may own a worker (and hold counters): every live lease but a queued one, which holds neither.
+HOLDING = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING})
+LIVE = HOLDING | {LeaseStatus.QUEUED}
 ENDED = frozenset(LeaseStatus) - LIVE
-# What `GET /v1/leases` lists: every live lease, each as long as its caller needs to see it. A pending or
-# active lease until its expires_at: past it the lease is over for its caller (renew and release answer
-# 404) and the sweep's to end, within a sweep period. A releasing lease until its worker is confirmed gone,
-# whatever its expiry: its worker may still exist and bill (a provider that cannot remove it keeps it here).
-LISTED_UNTIL_EXPIRY = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE})
+# What `GET /v1/leases` lists: every live lease, each as long as its caller needs to see it. A queued lease
+# until its queued_until (its expires_at while it waits); a pending or active lease until its expires_at: past
+# it the lease is over for its caller (renew and release answer 404) and the sweep's to end, within a sweep
+# period. A releasing lease until its worker is confirmed gone, whatever its expiry: its worker may still exist
+# and bill (a provider that cannot remove it keeps it here).
+LISTED_UNTIL_EXPIRY = frozenset({LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.QUEUED})
 LISTED_UNTIL_ENDED = frozenset({LeaseStatus.RELEASING})
 
 
@@ -76,6 +93,14 @@ class Guard(Enum):
     SEEN_EXPIRY = "the lease still expires when the caller read it (only when the caller read it)"
     WORKER_LIFE = "the new expiry is no later than the worker's own end (worker_ends_epoch), where it has one"
     NOT_WARNED = "no expiry warning was written for the expiry the caller read (warned_expiry is another or none)"
+    NOTICE_LIFE = "the new expiry is no later than the lease's preempt_at, where it has a preemption notice"
+    QUEUE_OPEN = "the lease may still wait in the queue (its queued_until has not passed)"
+    PREEMPTIBLE = "the lease was acquired preemptible"
+    LOWER_PRIORITY = "the lease's priority is strictly lower than the preemptor's"
+    RAN_MIN_RUNTIME = "the lease has run at least MIN_RUNTIME_SECONDS (since it was made, or admitted)"
+    NO_NOTICE = "the lease has no preemption notice yet"
+    OUTLIVES_NOTICE = "the lease would still run at the notice's end (it expires after preempt_at)"
+    NOTICE_DUE = "the lease's preempt_at has passed"
 
 
 class Write(Enum):
@@ -92,7 +117,10 @@ class Write(Enum):
     )
     RECORD_REASON = "failure_reason"
     END = "released_at; the TTL moves to the end of retention"
-    LEAVE_INDEX = "live_shard, due_at, starting_shard, claim_id, release_outcome, claimed_by, held_counters removed"
+    LEAVE_INDEX = (
+        "live_shard, due_at, starting_shard, claim_id, release_outcome, claimed_by, held_counters removed, and what"
+        " only a queued lease holds (the queue index keys, the worker environment it waits with)"
+    )
     GIVE_BACK_COUNTERS = "every held cap/quota slot given back, in the same transaction"
     TAKE_COUNTERS = "a slot of each cap/quota taken, in the same transaction"
     WORKER_STATE = "worker_state: starting, or ready with ready_at when the provider says it runs at once"
@@ -100,11 +128,26 @@ class Write(Enum):
     READY = "worker_state ready and ready_at, starting_shard removed (once: only a starting lease takes it)"
     CREATED_BY = "created_by: the caller whose acquire recorded the lease (with the new item; never changed)"
     ENDED_BY = "ended_by: who ended the lease (a finished claim's claimed_by; fail_pending: whoever gave up on it)"
+    RENEWED_BY = "renewed_by: the caller of the latest renewal (removed by a renewal that names nobody)"
+    READY_BY = "ready_by: who found the worker ready (a reading caller's name, or sweep; written once, as ready_at)"
     WARN = "warned_expiry: the expiry the sweep warned of (the stream makes it the lease.expiring event)"
     REWEIGH_COUNTERS = (
         "held_counters re-weighed when budgets are held (the worker's own price at activate, an extension's"
         " spend at renew), the difference taken or given back in the same transaction"
     )
+    ENTER_QUEUE = (
+        "the queue index keys (queue_shard, queue_order: priority, then age), queue_reason, queue_providers (the"
+        " capacity it waits for), queued_epoch (kept from its first time in the queue), the worker environment;"
+        " expires_at and due_at at queued_until (the TTL past it by the retention), held_counters and"
+        " starting_shard removed"
+    )
+    LEAVE_QUEUE = "the queue index keys, queue_reason and queue_providers removed"
+    ADMITTED = (
+        "admitted_epoch and created_epoch = now (a lease bills, and its boot and pending deadlines count, from its"
+        " admission), provider (whose slot it holds), starting_shard (the starting index), admission_id (this"
+        " admission's own: a resent write that lost knows it had landed, and another admitter's is not taken for it)"
+    )
+    NOTICE = "preempt_epoch, preempted_for (the preemptor's id) and preempt_priority; due_at moves to preempt_at"
 
 
 class Transition(NamedTuple):
@@ -131,8 +174,10 @@ class Transition(NamedTuple):
         return status is None if self.source is None else status in self.source
 
 
-_P, _A, _R = LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING
+_P, _A, _R, _Q = LeaseStatus.PENDING, LeaseStatus.ACTIVE, LeaseStatus.RELEASING, LeaseStatus.QUEUED
 _END = (Write.END, Write.ENDED_BY, Write.LEAVE_INDEX, Write.GIVE_BACK_COUNTERS)
+# A queued lease ends without a worker ever made for it and without a counter held: no claim, nothing given back.
+_END_QUEUED = (Write.END, Write.ENDED_BY, Write.LEAVE_INDEX, Write.RECORD_REASON)
 
 RECORD = Transition(
     "record",
@@ -154,9 +199,9 @@ RENEW = Transition(
     "renew",
     frozenset({_A}),
     _A,
-    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY, Guard.WORKER_LIFE),
-    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS),
-    conflict_in=frozenset({_P, _R}),
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER, Guard.SEEN_EXPIRY, Guard.WORKER_LIFE, Guard.NOTICE_LIFE),
+    writes=(Write.EXTEND, Write.REWEIGH_COUNTERS, Write.RENEWED_BY),
+    conflict_in=frozenset({_P, _R, _Q}),
     verb="renewed",
 )
 CLAIM_RELEASE = Transition(
@@ -170,7 +215,7 @@ CLAIM_RELEASE = Transition(
 )
 CLAIM_DUE = Transition(
     "claim_due",
-    frozenset(LIVE),
+    HOLDING,
     _R,
     guards=(Guard.DUE,),
     writes=(Write.TAKE_CLAIM,),
@@ -189,7 +234,12 @@ CHECK_READINESS = Transition(
     "check_readiness", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.CHECK_DUE), writes=(Write.CHECKED,)
 )
 MARK_READY = Transition(
-    "mark_ready", frozenset({_A}), _A, guards=(Guard.STARTING, Guard.TOKEN), writes=(Write.READY,), verb="ready"
+    "mark_ready",
+    frozenset({_A}),
+    _A,
+    guards=(Guard.STARTING, Guard.TOKEN),
+    writes=(Write.READY, Write.READY_BY),
+    verb="ready",
 )
 CLAIM_BOOT_FAILED = Transition(
     "claim_boot_failed",
@@ -213,6 +263,54 @@ RECLAIM_TTL_DELETED = Transition(
 # RECORD_REASON: a worker that counts as gone on an operator's word (its host retired) ends its lease saying so.
 FINISH = Transition("finish", frozenset({_R}), None, guards=(Guard.CLAIM,), writes=(*_END, Write.RECORD_REASON))
 
+ENQUEUE = Transition(
+    "enqueue", None, _Q, writes=(Write.ENTER_INDEX, Write.ENTER_QUEUE, Write.CREATED_BY), verb="queued"
+)
+ADMIT = Transition(
+    "admit",
+    frozenset({_Q}),
+    _P,
+    guards=(Guard.NOT_EXPIRED,),
+    writes=(Write.LEAVE_QUEUE, Write.ADMITTED, Write.EXTEND, Write.HOLD_COUNTERS, Write.TAKE_COUNTERS),
+    verb="admitted",
+)
+REQUEUE = Transition(
+    "requeue",
+    frozenset({_P}),
+    _Q,
+    guards=(Guard.QUEUE_OPEN,),
+    writes=(Write.ENTER_QUEUE, Write.GIVE_BACK_COUNTERS),
+    verb="queued",
+)
+CANCEL = Transition(
+    "cancel",
+    frozenset({_Q}),
+    LeaseStatus.RELEASED,
+    guards=(Guard.NOT_EXPIRED, Guard.OWNER),
+    writes=_END_QUEUED,
+    verb="cancelled",
+)
+EXPIRE_QUEUED = Transition(
+    "expire_queued", frozenset({_Q}), LeaseStatus.EXPIRED, guards=(Guard.DUE,), writes=_END_QUEUED
+)
+NOTICE = Transition(
+    "notice",
+    frozenset({_A}),
+    _A,
+    guards=(Guard.PREEMPTIBLE, Guard.LOWER_PRIORITY, Guard.RAN_MIN_RUNTIME, Guard.NO_NOTICE, Guard.OUTLIVES_NOTICE),
+    writes=(Write.NOTICE,),
+    verb="noticed",
+)
+# Its reason (by what priority) is recorded by the finish, which knows whether the slot went to the preemptor.
+CLAIM_PREEMPTED = Transition(
+    "claim_preempted",
+    frozenset({_A}),
+    _R,
+    guards=(Guard.NOTICE_DUE,),
+    writes=(Write.TAKE_CLAIM,),
+    outcome=LeaseStatus.PREEMPTED,
+)
+
 TRANSITIONS: tuple[Transition, ...] = (
     RECORD,
     MOVE_SLOT,
@@ -228,6 +326,13 @@ TRANSITIONS: tuple[Transition, ...] = (
     WARN_EXPIRY,
     RECLAIM_TTL_DELETED,
     FINISH,
+    ENQUEUE,
+    ADMIT,
+    REQUEUE,
+    CANCEL,
+    EXPIRE_QUEUED,
+    NOTICE,
+    CLAIM_PREEMPTED,
 )
 
 
@@ -240,6 +345,8 @@ class Refusal(Enum):
     CONFLICT = "conflict"  # busy in a status that forbids this change now
     NOT_OWNER = "not_owner"  # owned by someone else
     PAST_WORKER_END = "past_worker_end"  # the new expiry would pass the end its provider gave the worker (409)
+    PREEMPTING = "preempting"  # the new expiry would pass the lease's preemption notice (409 `preempting`)
+    QUEUED = "queued"  # the lease waits in the queue, where this change does not apply (a release cancels it)
     CHANGED = "changed"  # another actor changed it first (no caller-facing meaning)
 
 
@@ -250,6 +357,7 @@ class Seen(NamedTuple):
     expires_epoch: int
     owner_id: str | None = None
     worker_ends_epoch: int | None = None
+    preempt_epoch: int | None = None
 
 
 def refusal(
@@ -272,9 +380,12 @@ def refusal(
     if seen.status in transition.conflict_in:
         return Refusal.CONFLICT
     if not transition.allows(seen.status):
-        return Refusal.NOT_ACTIVE
+        return Refusal.QUEUED if seen.status is LeaseStatus.QUEUED else Refusal.NOT_ACTIVE
     if Guard.OWNER in transition.guards and not owner_may_act(seen.owner_id, owner):
         return Refusal.NOT_OWNER
+    notice = seen.preempt_epoch
+    if Guard.NOTICE_LIFE in transition.guards and notice is not None and new_expiry is not None and new_expiry > notice:
+        return Refusal.PREEMPTING
     ends = seen.worker_ends_epoch
     if Guard.WORKER_LIFE in transition.guards and ends is not None and new_expiry is not None and new_expiry > ends:
         return Refusal.PAST_WORKER_END

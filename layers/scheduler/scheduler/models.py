@@ -83,6 +83,15 @@ class Lease:
         "cost_usd",
         "created_by",
         "ended_by",
+        "priority",
+        "preemptible",
+        "queued_at",
+        "queued_until",
+        "queue_position",
+        "queue_reason",
+        "admitted_at",
+        "preempt_at",
+        "preempt_priority",
     )
     REQUIRED = frozenset({"lease_id", "provider", "kind", "gpu", "status", "created_at", "expires_at", "ttl_seconds"})
     __slots__ = FIELDS
@@ -112,6 +121,18 @@ class Lease:
     # null on a lease recorded before the service kept them, and ended_by while the lease is live.
     created_by: str | None
     ended_by: str | None
+    # The queue (see README, Queue): the acquire's priority and whether it may be preempted; when it joined the
+    # queue, until when it may wait there, its place in the admission order (1 = next; only where a queue was
+    # read), what it waits for; when it was admitted; and, on a preemption notice, when it will be preempted.
+    priority: int
+    preemptible: bool
+    queued_at: datetime | None
+    queued_until: datetime | None
+    queue_position: int | None
+    queue_reason: str | None
+    admitted_at: datetime | None
+    preempt_at: datetime | None
+    preempt_priority: int | None  # with a notice: the priority of the lease it is preempted for
 
     def __init__(
         self,
@@ -138,6 +159,15 @@ class Lease:
         cost_usd: float | None = None,
         created_by: str | None = None,
         ended_by: str | None = None,
+        priority: int = 50,
+        preemptible: bool = False,
+        queued_at: datetime | None = None,
+        queued_until: datetime | None = None,
+        queue_position: int | None = None,
+        queue_reason: str | None = None,
+        admitted_at: datetime | None = None,
+        preempt_at: datetime | None = None,
+        preempt_priority: int | None = None,
     ) -> None:
         values = locals()
         for name in self.FIELDS:
@@ -215,6 +245,15 @@ class Lease:
             "cost_usd": cost_usd,
             "created_by": self.created_by,
             "ended_by": self.ended_by,
+            "priority": self.priority,
+            "preemptible": self.preemptible,
+            "queued_at": _time(self.queued_at),
+            "queued_until": _time(self.queued_until),
+            "queue_position": self.queue_position,
+            "queue_reason": self.queue_reason,
+            "admitted_at": _time(self.admitted_at),
+            "preempt_at": _time(self.preempt_at),
+            "preempt_priority": self.preempt_priority,
         }
 
 

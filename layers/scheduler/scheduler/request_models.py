@@ -31,6 +31,9 @@ class LeaseRequest(NamedTuple):
     correlation_id: str | None = None
     region: str | None = None
     max_cost_per_hour: float | None = None  # USD per hour
+    queue_seconds: int = wire.LEASE_REQUEST["queue_seconds"]["default"]  # 0: answer at once (no queue)
+    priority: int = wire.LEASE_REQUEST["priority"]["default"]
+    preemptible: bool = wire.LEASE_REQUEST["preemptible"]["default"]
     env: Mapping[str, str] = MappingProxyType({})
 
     @classmethod
@@ -46,6 +49,9 @@ class LeaseRequest(NamedTuple):
         correlation_id = body.text("correlation_id", rules["correlation_id"], blank_is_absent=True)
         region = body.text("region", rules["region"], blank_is_absent=True)
         max_cost_per_hour = body.amount("max_cost_per_hour", rules["max_cost_per_hour"])
+        queue_seconds = body.strict_int_or("queue_seconds", rules["queue_seconds"])
+        priority = body.strict_int_or("priority", rules["priority"])
+        preemptible = body.boolean_or("preemptible", rules["preemptible"])
         env = body.text_map("env", rules["env"], mismatch="String should not contain NUL")
         body.check("request body")
         assert kind is not None  # noqa: S101 - check() refused a missing kind  # nosec B101
@@ -57,6 +63,9 @@ class LeaseRequest(NamedTuple):
             correlation_id=correlation_id,
             region=region,
             max_cost_per_hour=max_cost_per_hour,
+            queue_seconds=queue_seconds,
+            priority=priority,
+            preemptible=preemptible,
             env=env,
         )
 
@@ -71,6 +80,9 @@ class LeaseRequest(NamedTuple):
             "correlation_id": self.correlation_id,
             "region": self.region,
             "max_cost_per_hour": self.max_cost_per_hour,
+            "queue_seconds": self.queue_seconds,
+            "priority": self.priority,
+            "preemptible": self.preemptible,
             "env": dict(self.env),
         }
 

@@ -48,6 +48,12 @@ if TYPE_CHECKING:
         minimum: NotRequired[float]
         maximum: NotRequired[float]
 
+    class BooleanRule(TypedDict):
+        type: Literal["boolean"]
+        required: bool
+        nullable: bool
+        default: NotRequired[bool]
+
     class TextMapRule(TypedDict):
         type: Literal["object"]
         required: bool
@@ -73,6 +79,9 @@ if TYPE_CHECKING:
         correlation_id: TextRule
         region: TextRule
         max_cost_per_hour: NumberRule
+        queue_seconds: IntegerRule
+        priority: IntegerRule
+        preemptible: BooleanRule
         env: TextMapRule
 
     class RenewRequestRules(TypedDict):
@@ -105,6 +114,10 @@ if TYPE_CHECKING:
 
     class GetLeaseQueryRules(TypedDict):
         wait_ready: IntegerRule
+
+    class GetQueueQueryRules(TypedDict):
+        owner_id: TextRule
+        limit: IntegerRule
 
     class GetUsageQueryRules(TypedDict):
         owner_id: TextRule
@@ -175,6 +188,28 @@ LEASE_REQUEST: Final[LeaseRequestRules] = {
         "nullable": True,
         "minimum": 1e-06,
         "maximum": 10000.0,
+    },
+    "queue_seconds": {
+        "type": "integer",
+        "required": False,
+        "nullable": False,
+        "default": 0,
+        "minimum": 0,
+        "maximum": 86400,
+    },
+    "priority": {
+        "type": "integer",
+        "required": False,
+        "nullable": False,
+        "default": 50,
+        "minimum": 0,
+        "maximum": 100,
+    },
+    "preemptible": {
+        "type": "boolean",
+        "required": False,
+        "nullable": False,
+        "default": False,
     },
     "env": {
         "type": "object",
@@ -352,6 +387,25 @@ GET_LEASE_QUERY: Final[GetLeaseQueryRules] = {
     },
 }
 
+# GET /v1/queue: the query parameters (operation getQueue); no other is taken
+GET_QUEUE_QUERY: Final[GetQueueQueryRules] = {
+    "owner_id": {
+        "type": "string",
+        "required": False,
+        "nullable": False,
+        "max_length": 128,
+        "pattern": "[!-~]([ -~]*[!-~])?",
+    },
+    "limit": {
+        "type": "integer",
+        "required": False,
+        "nullable": False,
+        "default": 100,
+        "minimum": 1,
+        "maximum": 1000,
+    },
+}
+
 # GET /v1/usage: the query parameters (operation getUsage); no other is taken
 GET_USAGE_QUERY: Final[GetUsageQueryRules] = {
     "owner_id": {
@@ -485,6 +539,15 @@ LEASE_FIELDS: Final = (
     "cost_usd",
     "created_by",
     "ended_by",
+    "priority",
+    "preemptible",
+    "queued_at",
+    "queued_until",
+    "queue_position",
+    "queue_reason",
+    "admitted_at",
+    "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties always sent
@@ -511,6 +574,15 @@ LEASE_REQUIRED: Final = (
     "cost_usd",
     "created_by",
     "ended_by",
+    "priority",
+    "preemptible",
+    "queued_at",
+    "queued_until",
+    "queue_position",
+    "queue_reason",
+    "admitted_at",
+    "preempt_at",
+    "preempt_priority",
 )
 
 # Lease: the properties that may be null
@@ -528,13 +600,20 @@ LEASE_NULLABLE: Final = (
     "cost_usd",
     "created_by",
     "ended_by",
+    "queued_at",
+    "queued_until",
+    "queue_position",
+    "queue_reason",
+    "admitted_at",
+    "preempt_at",
+    "preempt_priority",
 )
 
 # LeaseStatus
-LEASE_STATUSES: Final = ("pending", "active", "releasing", "released", "expired", "failed")
+LEASE_STATUSES: Final = ("pending", "active", "releasing", "released", "expired", "failed", "queued", "preempted")
 
 # LiveLease: the statuses listed
-LIVE_LEASE_STATUSES: Final = ("pending", "active", "releasing")
+LIVE_LEASE_STATUSES: Final = ("pending", "active", "releasing", "queued")
 
 # Lease.worker_state
 WORKER_STATES: Final = ("starting", "ready")

@@ -120,10 +120,25 @@ def test_a_warning_is_the_sweeps() -> None:
     assert event.data["actor"] == "sweep"
 
 
-def test_a_transition_the_lease_does_not_say_who_made_is_unknowns() -> None:
-    (event,) = events_of(modify(active(), active(**READY)))
+def test_a_renewal_is_the_renewing_callers() -> None:
+    renewed = active(**READY, expires_epoch=CREATED + 1200, renewed_by="render-farm")
+    (event,) = events_of(modify(active(**READY, renewed_by="ops"), renewed))
 
-    assert event.data["actor"] == "unknown"
+    assert (event.type.value, event.data["actor"]) == ("lease.renewed", "render-farm")
+
+
+@pytest.mark.parametrize("finder", ["sweep", "render-farm"])
+def test_a_worker_found_ready_after_its_activation_is_whoever_found_it_ready(finder: str) -> None:
+    (event,) = events_of(modify(active(), active(**READY, ready_by=finder)))
+
+    assert (event.type.value, event.data["actor"]) == ("lease.ready", finder)
+
+
+def test_a_transition_the_lease_does_not_say_who_made_is_unknowns() -> None:
+    (ready,) = events_of(modify(active(), active(**READY)))  # as recorded before ready_by and renewed_by existed
+    (renewed,) = events_of(modify(active(**READY), active(**READY, expires_epoch=CREATED + 1200)))
+
+    assert ready.data["actor"] == renewed.data["actor"] == "unknown"
 
 
 def test_a_failure_says_why() -> None:
@@ -131,6 +146,16 @@ def test_a_failure_says_why() -> None:
     (event,) = events_of(modify(active(**RELEASING), failed))
 
     assert event.data["reason"] == "worker exited (code 137)"
+
+
+def test_a_preemption_notice_says_for_what_priority() -> None:
+    noticed = active(preempt_epoch=CREATED + 420, preempt_priority=90, preempted_for="l-urgent")
+    (event,) = events_of(modify(active(), noticed))
+
+    assert (event.type, event.data["reason"]) == (
+        "lease.preemption_notice",
+        "preempted for a queued lease of priority 90",
+    )
 
 
 def test_an_event_carries_the_lease_and_never_its_worker_token_or_endpoint() -> None:

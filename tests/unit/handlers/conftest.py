@@ -103,7 +103,7 @@ def runtime_of(
     return Runtime(configured, store=store, providers=registry, metrics=recorded, clock=clock, idempotency=idempotency)
 
 
-def _no_idempotency_table(*_: object) -> NoReturn:
+def _no_idempotency_table(*_: object, **__: object) -> NoReturn:
     pytest.fail("an Idempotency-Key needs powertools' DynamoDB table: mark the test dynamodb_only")
 
 

@@ -47,6 +47,7 @@ def test_the_sweep_ends_an_expired_lease_and_counts_it_expired_with_its_lag(
         "LeaseCost",
         "SweepLag",
         "ReleaseRetryPending",
+        "QueueDepth",
     ]
     (lag,) = metrics.of("SweepLag")
     assert lag["value"] == (LATER - lease.expires_at).total_seconds()
@@ -67,6 +68,7 @@ def test_the_sweep_ends_a_lease_whose_worker_stopped_and_counts_a_ghost(
         "LeaseFailed",
         "GhostLease",
         "ReleaseRetryPending",
+        "QueueDepth",
     ]
 
 

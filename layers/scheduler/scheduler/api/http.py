@@ -23,6 +23,7 @@ from scheduler.errors import (
     NotFound,
     OtherOwnersLease,
     OtherOwnersWebhook,
+    Preempting,
     ProviderFailed,
     QuotaExceeded,
     SchedulerError,
@@ -46,6 +47,7 @@ ERROR_STATUS: dict[type[SchedulerError], tuple[int, str]] = {
     Unauthorized: (401, "unauthorized"),
     Forbidden: (403, "forbidden"),
     NotFound: (404, "not_found"),
+    Preempting: (409, "preempting"),  # before Conflict: the first class a refusal is an instance of decides
     Conflict: (409, "conflict"),
     WorkerLogsGone: (410, "gone"),
     QuotaExceeded: (429, "quota_exceeded"),

@@ -1,4 +1,4 @@
-"""Query strings of the operations routes (`openapi.yaml`): a worker's logs, releasing an owner's leases."""
+"""Query strings of the operations routes (`openapi.yaml`): a worker's logs, releasing an owner's leases, the queue."""
 
 from __future__ import annotations
 
@@ -56,3 +56,22 @@ class OwnerReleaseQuery(NamedTuple):
         next_token = query.text("next_token", rules["next_token"])
         query.check("query")
         return cls(owner_id=owner_id, next_token=next_token)
+
+
+class QueueQuery(NamedTuple):
+    """Query of `GET /v1/queue`: one owner's queued leases (None: every owner the caller reads), the first `limit`."""
+
+    owner_id: str | None = None
+    limit: int = wire.GET_QUEUE_QUERY["limit"]["default"]
+
+    @classmethod
+    def parse(cls, data: object) -> Self:
+        """From the query string's parameters; InvalidRequest naming each problem otherwise."""
+        rules = wire.GET_QUEUE_QUERY
+        query = fields_of(data, "query", rules)
+        found = cls(
+            owner_id=query.text("owner_id", rules["owner_id"]),
+            limit=query.whole_number("limit", rules["limit"], digits=10),
+        )
+        query.check("query")
+        return found

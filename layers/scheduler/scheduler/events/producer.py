@@ -98,10 +98,14 @@ def transitions(event_name: str, old: Image, new: Image) -> list[EventType]:
 
 
 def actor_of(kind: EventType, old: Image, new: Image, types: list[EventType]) -> str:
-    """Who made the transition, as the lease records it (`created_by`, `ended_by`, `claimed_by`: a caller's name,
-    `sweep`, `ttl-stream`, `reconciler`); `unknown` where it does not."""
+    """Who made the transition, as the lease records it (`created_by`, `renewed_by`, `ready_by`, `ended_by`,
+    `claimed_by`: a caller's name, `sweep`, `ttl-stream`, `reconciler`); `unknown` where it does not."""
     if kind in (EventType.QUEUED, EventType.ACTIVE) or (kind is EventType.READY and EventType.ACTIVE in types):
         return _text(new, "created_by") or UNKNOWN
+    if kind is EventType.READY:
+        return _text(new, "ready_by") or UNKNOWN
+    if kind is EventType.RENEWED:
+        return _text(new, "renewed_by") or UNKNOWN
     if kind is EventType.EXPIRING:
         return SWEEP  # only the sweep writes the warning mark
     if kind in ENDED.values():
@@ -111,8 +115,11 @@ def actor_of(kind: EventType, old: Image, new: Image, types: list[EventType]) ->
 
 def reason_of(kind: EventType, new: Image) -> str | None:
     """Why, where the lease says: an end's failure_reason (a failed worker, a host retired, a preemption)."""
-    if kind in ENDED.values() or kind is EventType.PREEMPTION_NOTICE:
+    if kind in ENDED.values():
         return _text(new, "failure_reason") or _text(new, "preempt_reason")
+    if kind is EventType.PREEMPTION_NOTICE:
+        priority = _epoch(new, "preempt_priority")  # a number attribute, read as one
+        return f"preempted for a queued lease of priority {priority}" if priority is not None else None
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from scheduler.errors import SchedulerError
+from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease
 
 
@@ -28,6 +29,11 @@ class Replayed(NamedTuple):
     def lease_id(self) -> str:
         return self.lease.lease_id
 
+    @property
+    def waiting(self) -> bool:
+        """The lease waits in the queue, or is being admitted (answered 202, as the first answer was)."""
+        return self.lease.status in (LeaseStatus.QUEUED, LeaseStatus.PENDING)
+
     def body(self) -> dict[str, Any]:
         """The 201 answer, shaped as the first one (the lease's own field order), with the lease as it is now."""
         return Acquired(self.lease).body()
@@ -43,9 +49,20 @@ class NotAcquired(NamedTuple):
     error: SchedulerError
     lease_id: str | None = None
     ended: bool = False
+    requeued: bool = False  # no provider had room and the lease went (back) to the queue, as it may wait
 
 
-AcquireOutcome = Acquired | Replayed | NotAcquired
+class Queued(NamedTuple):
+    """Nothing can serve the request now and it may wait: its lease is `queued` (LeaseQueued), answered 202."""
+
+    lease: Lease
+
+    def body(self) -> dict[str, Any]:
+        """The 202 answer, shaped as the 201 (the provider: the first it waits for)."""
+        return {"lease": self.lease.wire(), "provider": self.lease.provider}
+
+
+AcquireOutcome = Acquired | Replayed | NotAcquired | Queued
 
 
 def lease_or_raise(outcome: AcquireOutcome) -> Lease:

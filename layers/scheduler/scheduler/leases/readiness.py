@@ -114,7 +114,7 @@ def apply(ctx: Context, lease: Lease, readiness: Readiness, policy: ReadinessPol
     assert lease.provider_token is not None  # noqa: S101 - an active lease has its worker  # nosec B101
     state, reason, code = decide(lease, readiness, policy, ctx.clock, ctx.deadline)
     if state is ReadinessState.READY:
-        marked = ctx.store.mark_ready(lease.lease_id, lease.provider_token, ctx.clock())
+        marked = ctx.store.mark_ready(lease.lease_id, lease.provider_token, ctx.clock(), by=ctx.caller.name)
         if marked is None:
             return Refreshed(ctx.store.get(lease.lease_id))
         logger.info("worker ready", extra={"lease_id": lease.lease_id, "provider": lease.provider})

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scheduler.callers.access import LeaseAction, readable_owners
 from scheduler.leases.outcomes import Read
 from scheduler.leases.owned import live_page, readable_lease
+from scheduler.lifecycle import LeaseStatus
 from scheduler.models import Lease, ListFilter
 
 if TYPE_CHECKING:  # a read of a starting lease loads the readiness code (and the drivers) when it needs them
@@ -15,6 +17,9 @@ if TYPE_CHECKING:  # a read of a starting lease loads the readiness code (and th
     from scheduler.leases.readiness import ReadinessPolicy
 
 LeaseCheck = Callable[["Context", Lease], Read]
+# What a wait goes through before the worker's readiness: the queue, and an admission's provisioning.
+_BEFORE_A_WORKER = frozenset({LeaseStatus.QUEUED, LeaseStatus.PENDING})
+POLL_SECONDS = 1.0  # a waiting reader reads the lease item this often
 
 
 def get(ctx: Context, lease_id: str, check: LeaseCheck | None = None, *, header: str | None = None) -> Read:
@@ -32,17 +37,25 @@ def get_when_ready(
     check: LeaseCheck | None = None,
     *,
     header: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Read:
     """A lease whose worker is starting is refreshed from its provider (at most every couple of seconds per
-    lease) and waited on for up to `wait_seconds`; any other lease is read as `get` reads it. `policy` is
+    lease) and waited on for up to `wait_seconds`; a queued one (or one being admitted) is read once a second
+    until it is active, within the same seconds; any other lease is read as `get` reads it. `policy` is
     asked for only then (it loads the readiness code). The caller's access is decided before anything else: a
     read it may not make never reaches a provider."""
     lease = readable_lease(ctx, LeaseAction.READ, lease_id, header)
+    until = monotonic() + min(max(0.0, wait_seconds), ctx.deadline.remaining())
+    while lease.status in _BEFORE_A_WORKER and monotonic() < until:
+        sleep(min(POLL_SECONDS, until - monotonic()))
+        lease = ctx.store.get(lease_id)
     if not lease.is_starting:
         return check(ctx, lease) if check is not None else Read(lease)
     from scheduler.leases.readiness import wait_ready
 
-    waited = wait_ready(ctx, lease_id, wait_seconds, policy(), read=lease)
+    left = max(0.0, until - monotonic())
+    waited = wait_ready(ctx, lease_id, left, policy(), read=lease, sleep=sleep, monotonic=monotonic)
     return Read(waited.lease, became_ready=waited.became_ready, boot_failure=waited.boot_failure)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scheduler.callers.access import LeaseAction
-from scheduler.errors import ProviderFailed
+from scheduler.errors import LeaseQueued, ProviderFailed
 from scheduler.leases.owned import write_owner
 from scheduler.leases.workers import release_claimed
 from scheduler.models import Lease
@@ -27,8 +27,12 @@ def release(ctx: Context, lease_id: str, header: str | None) -> Lease:
 
 def release_owned(ctx: Context, lease_id: str, owner: str | None) -> Lease:
     """Release a lease the caller was found to act for: the claim holds it to `owner` (OWNER guard) and records
-    the caller as its claimant (ended_by once released)."""
-    claim = ctx.store.claim_release(lease_id, owner, ctx.clock(), by=ctx.caller.name)
+    the caller as its claimant (ended_by once released). A queued lease is cancelled (no worker was made for it:
+    one write, no claim)."""
+    try:
+        claim = ctx.store.claim_release(lease_id, owner, ctx.clock(), by=ctx.caller.name)
+    except LeaseQueued:
+        return ctx.store.queue.cancel_queued(lease_id, owner, ctx.clock(), by=ctx.caller.name)
     try:
         return release_claimed(ctx, claim)
     except ProviderRequestFailed as error:

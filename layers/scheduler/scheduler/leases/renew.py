@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 def renew(ctx: Context, lease_id: str, header: str | None, ttl_seconds: int | None) -> Lease:
     """Extend an active lease the caller may renew (`header`: the X-Lease-Owner sent) to now + ttl (its own ttl
-    when none is given); BudgetExceeded when the extension's spend does not fit the owner's day, LeaseConflict
-    when it would outlast the lease's worker."""
+    when none is given), recording the caller as its renewed_by in the same write; BudgetExceeded when the
+    extension's spend does not fit the owner's day, LeaseConflict when it would outlast the lease's worker."""
     owner = write_owner(ctx, LeaseAction.RENEW, lease_id, header)
     now, budgets, store = ctx.clock(), ctx.limits.budgets, ctx.store
+    by = ctx.caller.name
     if budgets.per_day is None:
-        return store.renew(lease_id, owner, ttl_seconds, now)
-    renewed = store.renew_reserving(lease_id, owner, ttl_seconds, now, budgets)
+        return store.renew(lease_id, owner, ttl_seconds, now, by=by)
+    renewed = store.renew_reserving(lease_id, owner, ttl_seconds, now, budgets, by=by)
     if isinstance(renewed, Limit):
         in_use = store.counters([renewed.counter]).get(renewed.counter, 0)
         raise budgets.refusal(renewed, in_use)

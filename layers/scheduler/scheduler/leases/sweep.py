@@ -1,16 +1,19 @@
 """The scheduled sweep: one run's passes (`run_sweep`), and the one over due leases (`sweep`).
 
-A scheduled run (hop 0) makes five passes:
+A scheduled run (hop 0) makes six passes:
 
 1. readiness, FIRST and within its own slice of the run (READINESS_PASS_SECONDS): booting workers recorded
    ready, the leases of those that failed to boot ended (`readiness.check_starting_leases`), so that a
    backlog of due leases never starves the boot-failure checks;
 2. due leases: every live lease past its expiry (TTL deletion can lag by days) or its stale release claim,
-   released; what the run could not reach is handed on at once to another invocation, as hop + 1;
+   released; a queued lease past its queued_until ended `expired` (no worker was ever made); a lease whose
+   preemption notice ran out ended `preempted`, its slot handed to its preemptor (`preemption`); what the run
+   could not reach is handed on at once to another invocation, as hop + 1;
 3. expiry warnings: each active lease about to expire marked warned, once per expiry (`expiry_warnings`);
    the leases table's stream makes each mark a `lease.expiring` event;
-4. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
-5. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
+4. the queue: an admission pass (`admission.serve_queue`), the backstop of the stream's;
+5. stopped workers: the leases of workers their provider reports stopped, ended (`liveness`);
+6. gauges: the live leases of each capped provider and of each place a provider keeps a counter for (a
    fleet's hosts), from their counters (one BatchGetItem).
 
 A handed-on run (hop > 0) only carries on with the due leases. The caller turns the result into metrics.
@@ -31,11 +34,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aws_lambda_powertools import Logger
 
+from scheduler.leases.admission import AdmissionReport, serve_queue
 from scheduler.leases.expiry_warnings import warn_expiring
 from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
+from scheduler.leases.outcomes import AcquireOutcome
+from scheduler.leases.preemption import preempt
 from scheduler.leases.readiness import BootReport, check_starting_leases
 from scheduler.leases.workers import release_claimed
-from scheduler.models import Lease
+from scheduler.lifecycle import LeaseStatus
+from scheduler.models import Lease, format_time
 from scheduler.providers.base import ProviderNotConfigured, ProviderRequestFailed
 from scheduler.store.counters import Limit
 
@@ -60,6 +67,9 @@ class SweepReport:
     # Due leases this run did not reach (deadline), or a full batch read (there may be more behind it).
     unreached: int = 0
     more: bool = False
+    queue_expired: list[Lease] = field(default_factory=list)  # queued leases never admitted by queued_until
+    preempted: list[Lease] = field(default_factory=list)  # leases whose preemption notice ran out
+    preemptors: list[AcquireOutcome] = field(default_factory=list)  # the leases handed their slots, provisioned
 
 
 # The readiness pass (one listing per provider) runs before the due leases, within this slice of the run.
@@ -72,7 +82,7 @@ HandOn = Callable[[int], bool]
 class SweepRun:
     """What one run did, pass by pass (a pass it did not make: empty)."""
 
-    __slots__ = ("booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped", "warned")
+    __slots__ = ("admission", "booted", "by_place", "by_provider", "due", "handed_on", "hop", "stopped", "warned")
 
     def __init__(
         self,
@@ -83,8 +93,10 @@ class SweepRun:
         stopped: StoppedReport,
         by_provider: dict[str, int],
         by_place: dict[str, int],
+        admission: AdmissionReport | None = None,
         warned: list[Lease] | None = None,
     ) -> None:
+        self.admission = admission or AdmissionReport()
         self.hop = hop
         self.booted = booted
         self.due = due
@@ -101,7 +113,7 @@ class SweepRun:
 
 
 def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandOn) -> SweepRun:
-    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all five; a hand-off makes the
+    """Run the sweep's passes as hop `hop` (0: the scheduled run, which makes all six; a hand-off makes the
     due-lease pass only), handing the rest on as hop + 1 when the due leases did not all fit."""
     if hop != 0:  # a hand-off carries on with the due leases only
         due = sweep(ctx)
@@ -110,9 +122,14 @@ def run_sweep(ctx: Context, hop: int, readiness: ReadinessPolicy, hand_on: HandO
     due = sweep(ctx)
     handed_on = due.more and hand_on(hop + 1)
     warned = warn_expiring(ctx)
+    try:
+        admission = serve_queue(ctx)
+    except Exception as error:  # the stream and the next sweep serve it again
+        logger.exception("the sweep's admission pass failed")
+        admission = AdmissionReport(errors=[f"admission: {error}"])
     stopped = fail_stopped_workers(ctx)
     by_provider, by_place = read_gauges(ctx)
-    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place, warned)
+    return SweepRun(hop, booted, due, handed_on, stopped, by_provider, by_place, admission, warned)
 
 
 def read_gauges(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
@@ -131,6 +148,9 @@ def read_gauges(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
 class _Outcome(NamedTuple):
     lease_id: str
     ended: Lease | None = None
+    queue_expired: Lease | None = None
+    preempted: Lease | None = None
+    preemptor: AcquireOutcome | None = None
     lost_claim: bool = False
     unreached: bool = False
     failed: bool = False
@@ -173,6 +193,13 @@ def _sweep_one(ctx: Context, due: Lease, now: datetime) -> _Outcome:
     if ctx.deadline.expired:
         return _Outcome(due.lease_id, unreached=True)  # unclaimed, so the next sweep (or the hand-off) takes it up
     try:
+        if due.status is LeaseStatus.QUEUED:
+            return _expire_queued(ctx, due, now)
+        if due.status is LeaseStatus.ACTIVE and due.preempt_at is not None and due.preempt_at <= now:
+            done = preempt(ctx, due.lease_id, now)
+            if done is None:
+                return _Outcome(due.lease_id, lost_claim=True)
+            return _Outcome(due.lease_id, preempted=done.lease, preemptor=done.preemptor)
         claim = ctx.store.claim_due(due.lease_id, now, by=ctx.caller.name)
         if claim is None:
             return _Outcome(due.lease_id, lost_claim=True)
@@ -194,7 +221,24 @@ def _sweep_one(ctx: Context, due: Lease, now: datetime) -> _Outcome:
     return _Outcome(due.lease_id, ended=ended)
 
 
+def _expire_queued(ctx: Context, due: Lease, now: datetime) -> _Outcome:
+    """A queued lease not admitted by its queued_until ends `expired`, saying so (no worker was ever made)."""
+    until = format_time(due.queued_until or due.expires_at)
+    reason = f"not admitted within queue_seconds (queued until {until}): {due.queue_reason or 'no capacity freed'}"
+    ended = ctx.store.queue.expire_queued(due.lease_id, now, reason, by=ctx.caller.name)
+    if ended is None:
+        return _Outcome(due.lease_id, lost_claim=True)
+    logger.info("queued lease expired unadmitted", extra={"lease_id": due.lease_id})
+    return _Outcome(due.lease_id, queue_expired=ended)
+
+
 def _record(ctx: Context, report: SweepReport, outcome: _Outcome) -> None:
+    if outcome.queue_expired is not None:
+        report.queue_expired.append(outcome.queue_expired)
+    if outcome.preempted is not None:
+        report.preempted.append(outcome.preempted)
+    if outcome.preemptor is not None:
+        report.preemptors.append(outcome.preemptor)
     if outcome.unreached:
         report.unreached += 1
     elif outcome.lost_claim:

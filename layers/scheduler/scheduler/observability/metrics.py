@@ -20,7 +20,12 @@ from scheduler.models import Lease
 
 NAMESPACE = "OpenAliceScheduler"
 # The metric each way a lease ends (by provider and kind).
-ENDED = {LeaseStatus.RELEASED: "LeaseReleased", LeaseStatus.EXPIRED: "LeaseExpired", LeaseStatus.FAILED: "LeaseFailed"}
+ENDED = {
+    LeaseStatus.RELEASED: "LeaseReleased",
+    LeaseStatus.EXPIRED: "LeaseExpired",
+    LeaseStatus.FAILED: "LeaseFailed",
+    LeaseStatus.PREEMPTED: "Preempted",
+}
 
 
 class Metrics(Protocol):

@@ -9,15 +9,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scheduler.store.claims import Claim, LeaseStateChanged
     from scheduler.store.items import lease_from_item
-    from scheduler.store.leases import Claim, LeaseStateChanged, LeaseStore
+    from scheduler.store.leases import LeaseStore
     from scheduler.store.queries import LIVE_INDEX, STARTING_INDEX
 
 __all__ = ["LIVE_INDEX", "STARTING_INDEX", "Claim", "LeaseStateChanged", "LeaseStore", "lease_from_item"]
 _HOMES = {
     "lease_from_item": "scheduler.store.items",
-    "Claim": "scheduler.store.leases",
-    "LeaseStateChanged": "scheduler.store.leases",
+    "Claim": "scheduler.store.claims",
+    "LeaseStateChanged": "scheduler.store.claims",
     "LeaseStore": "scheduler.store.leases",
     "LIVE_INDEX": "scheduler.store.queries",
     "STARTING_INDEX": "scheduler.store.queries",

@@ -9,9 +9,10 @@ did not hold is `store/refusals.py`'s, for LeaseStore and the memory store alike
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from scheduler.lifecycle import (
+    HOLDING,
     LISTED_UNTIL_ENDED,
     LISTED_UNTIL_EXPIRY,
     WARN_EXPIRY,
@@ -23,6 +24,9 @@ from scheduler.lifecycle import (
 )
 from scheduler.store.items import number_attr, string_attr
 
+if TYPE_CHECKING:
+    from scheduler.store.queue_records import NoticeRecord, QueueEntry
+
 MAX_FAILURE_REASON_CHARS = 1000
 # What LEAVE_INDEX removes: the live index's keys and what only a live lease holds.
 INDEX_ATTRIBUTES = (
@@ -33,6 +37,10 @@ INDEX_ATTRIBUTES = (
     "release_outcome",
     "claimed_by",
     "held_counters",
+    "queue_shard",
+    "queue_order",
+    "queue_wait",
+    "queue_env",
 )
 _T = TypeVar("_T")
 
@@ -68,7 +76,14 @@ class Inputs(NamedTuple):
     checked_before: int = 0  # CHECK_DUE: a readiness check at or before this time is stale
     seen_expiry: int | None = None  # SEEN_EXPIRY: the expires_epoch the caller read (None: not checked)
     reweighed: tuple[str, ...] | None = None  # REWEIGH_COUNTERS: the held entries now (None: unchanged)
-    by: str | None = None  # TAKE_CLAIM's claimed_by, ENDED_BY: who acts (None: nothing recorded)
+    by: str | None = None  # who acts: TAKE_CLAIM's claimed_by, ENDED_BY, RENEWED_BY, READY_BY (None: nothing recorded)
+    queue: QueueEntry | None = None  # ENTER_QUEUE
+    shard: str | None = None  # ADMITTED: the starting index's shard
+    provider: str | None = None  # ADMITTED: the provider whose slot the lease holds
+    admission_id: str | None = None  # ADMITTED: this admission's own id
+    notice: NoticeRecord | None = None  # NOTICE, OUTLIVES_NOTICE
+    priority: int = 0  # LOWER_PRIORITY: the preemptor's priority
+    ran_since: int = 0  # RAN_MIN_RUNTIME: a lease made (or admitted) at or before this has run long enough
 
 
 class Rendered(NamedTuple):
@@ -135,6 +150,12 @@ def warnable(now: int) -> Rendered:
     unexpired = f"expires_epoch > {builder.value('now', number_attr(now))}"
     text = f"{statuses} AND {unexpired} AND (attribute_not_exists(warned_expiry) OR warned_expiry <> expires_epoch)"
     return Rendered(text, "", builder.names, builder.values)
+
+
+def holding() -> Rendered:
+    """The filter of the leases that hold capacity (`lifecycle.HOLDING`: every live one but a queued one)."""
+    builder = _Builder()
+    return Rendered(builder.status_in(HOLDING), "", builder.names, builder.values)
 
 
 def condition(transition: Transition, inputs: Inputs) -> Rendered:
@@ -213,7 +234,10 @@ def _guard(builder: _Builder, guard: Guard, inputs: Inputs) -> str:
     if guard is Guard.CHECK_DUE:
         before = builder.value("checked_before", number_attr(inputs.checked_before))
         return f"(attribute_not_exists(ready_checked_epoch) OR ready_checked_epoch <= {before})"
-    raise ValueError(f"no rendering for {guard}")
+    # The queue's guards render where they are used (renew's NOTICE_LIFE too): a read function never loads them.
+    from scheduler.store.queue_conditions import queue_guard
+
+    return queue_guard(builder, guard, inputs)
 
 
 def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[list[str], list[str]]:
@@ -232,6 +256,7 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
                 sets.append(f"cost_per_hour = {builder.value('cost', number_attr(worker.cost_per_hour))}")
             if worker.ends_epoch is not None:
                 sets.append(f"worker_ends_epoch = {builder.value('worker_ends', number_attr(worker.ends_epoch))}")
+            removes.append("queue_env")  # the worker has it now
         elif write is Write.WORKER_STATE:
             ready = inputs.worker is not None and inputs.worker.ready
             state = WorkerState.READY if ready else WorkerState.STARTING
@@ -279,11 +304,26 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
         elif write is Write.ENDED_BY:
             if inputs.by is not None:
                 sets.append(f"ended_by = {builder.value('by', string_attr(inputs.by))}")
+        elif write is Write.RENEWED_BY:
+            if inputs.by is not None:
+                sets.append(f"renewed_by = {builder.value('by', string_attr(inputs.by))}")
+            else:
+                removes.append("renewed_by")  # an earlier renewal's caller must not be taken for this one's
+        elif write is Write.READY_BY:
+            if inputs.by is not None:
+                sets.append(f"ready_by = {builder.value('by', string_attr(inputs.by))}")
         elif write is Write.LEAVE_INDEX:
             removes += list(INDEX_ATTRIBUTES)
+        elif write in _QUEUE_WRITES:
+            from scheduler.store.queue_conditions import queue_write
+
+            queue_write(builder, write, inputs, sets, removes)
         # ENTER_INDEX, CREATED_BY, TAKE_COUNTERS and GIVE_BACK_COUNTERS are written by the store: the index keys
         # and created_by belong to new items, the counters to other items of the same transaction.
     return sets, removes
+
+
+_QUEUE_WRITES = frozenset({Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE})
 
 
 def _extend(builder: _Builder, inputs: Inputs) -> list[str]:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.costs import accrued_usd
 from scheduler.lifecycle import LeaseStatus, Seen, WorkerState
 from scheduler.models import GpuClass, Lease, WorkerKind
 
+if TYPE_CHECKING:  # a function that only reads leases never builds these classes
+    from scheduler.store.queue_records import QueueEntry
+
 Item = dict[str, dict[str, Any]]
+DEFAULT_PRIORITY = 50
 
 
 def epoch(value: datetime) -> int:
@@ -74,6 +78,10 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
     def number(name: str) -> str | None:
         return item.get(name, {}).get("N")
 
+    def moment(name: str) -> datetime | None:
+        found = number(name)
+        return None if found is None else from_epoch(found)
+
     released = number("released_epoch")
     cost = number("cost_per_hour")
     ready = number("ready_epoch")
@@ -84,6 +92,7 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
         WorkerState(state) if state else (WorkerState.READY if status != LeaseStatus.PENDING else WorkerState.STARTING)
     )
     ceiling = number("max_cost_per_hour")
+    preemptor = number("preempt_priority")
     rate = float(cost) if cost else None
     created = int(float(item["created_epoch"]["N"]))
     end = int(float(released)) if released else now_epoch
@@ -110,6 +119,15 @@ def lease_from_item(item: Item, now_epoch: int | None = None) -> Lease:
         cost_usd=None if end is None else accrued_usd(rate, created, end),
         created_by=text("created_by"),
         ended_by=text("ended_by"),
+        # A lease recorded before priorities existed was acquired at the default one, and is not preemptible.
+        priority=int(number("priority") or DEFAULT_PRIORITY),
+        preemptible=item.get("preemptible", {}).get("BOOL") is True,
+        queued_at=moment("queued_epoch"),
+        queued_until=moment("queue_until"),
+        queue_reason=text("queue_reason"),
+        admitted_at=moment("admitted_epoch"),
+        preempt_at=moment("preempt_epoch"),
+        preempt_priority=None if preemptor is None else int(preemptor),
     )
 
 
@@ -137,7 +155,41 @@ def new_item(lease: Lease, shard: str) -> Item:
             item[name] = string_attr(value)
     if lease.max_cost_per_hour is not None:
         item["max_cost_per_hour"] = number_attr(lease.max_cost_per_hour)
+    item["priority"] = number_attr(lease.priority)
+    item["preemptible"] = {"BOOL": lease.preemptible}
+    if lease.queued_until is not None:  # how long it may wait in the queue (`requeue` holds it to that)
+        item["queue_until"] = number_attr(epoch(lease.queued_until))
     return item
+
+
+def queued_item(lease: Lease, shard: str, entry: QueueEntry) -> Item:
+    """The item of a lease as `enqueue` writes it: live (in the sweep index, due at queued_until) and in the
+    queue index, holding no counter, its worker not started."""
+    item = new_item(lease, shard)
+    del item["starting_shard"]
+    item.update(queue_attributes(entry, epoch(lease.created_at)))
+    return item
+
+
+def queue_attributes(entry: QueueEntry, now: int) -> Item:
+    """What ENTER_QUEUE writes (`queued_epoch`: `now` unless the item keeps an earlier one)."""
+    attributes: Item = {
+        "queue_shard": string_attr(entry.shard),
+        "queue_order": number_attr(entry.order),
+        "queue_reason": string_attr(entry.reason),
+        "queued_epoch": number_attr(now),
+        "queue_until": number_attr(entry.until),
+        "expires_epoch": number_attr(entry.until),
+        "due_at": number_attr(entry.until),
+        "ttl": number_attr(entry.retain_until),
+    }
+    attributes["queue_providers"] = string_attr(",".join(entry.providers))
+    from scheduler.store.queue_records import QUEUE_WAITS
+
+    attributes["queue_wait"] = string_attr(QUEUE_WAITS[entry.capacity])
+    if entry.env is not None:
+        attributes["queue_env"] = string_attr(entry.env)
+    return attributes
 
 
 def claimed_by(item: Item) -> str | None:
@@ -154,4 +206,5 @@ def seen(item: Item) -> Seen | None:
         expires_epoch=int(item["expires_epoch"]["N"]),
         owner_id=item.get("owner_id", {}).get("S"),
         worker_ends_epoch=int(item["worker_ends_epoch"]["N"]) if "worker_ends_epoch" in item else None,
+        preempt_epoch=int(item["preempt_epoch"]["N"]) if "preempt_epoch" in item else None,
     )

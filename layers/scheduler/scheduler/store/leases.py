@@ -16,7 +16,8 @@ import math
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from scheduler import budgets, lifecycle
 from scheduler.costs import accrued_usd, micros, spend_micros
@@ -24,6 +25,7 @@ from scheduler.errors import SchedulerError
 from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
+from scheduler.store.claims import CLAIM_TTL_SECONDS, Claim, LeaseStateChanged, claim_of
 from scheduler.store.conditions import Inputs, WorkerRecord, condition, render
 from scheduler.store.counters import CounterBook, Limit
 from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item, number_attr, string_attr
@@ -36,23 +38,7 @@ from scheduler.store.usage import UsageBook
 if TYPE_CHECKING:
     from scheduler.budgets import Reweighing
     from scheduler.providers.base import ProvisionedWorker
-
-# TTL must not delete a lease while someone holds a release claim on it: the claim pushes `ttl` out.
-CLAIM_TTL_SECONDS = 30 * 24 * 3600
-
-
-class LeaseStateChanged(Exception):
-    """A conditional write lost: another actor changed the lease first."""
-
-
-class Claim(NamedTuple):
-    """The right, held by one actor, to release a lease's worker and record how it ended."""
-
-    lease: Lease
-    claim_id: str
-    outcome: LeaseStatus
-    held_counters: tuple[str, ...] = ()
-    by: str | None = None  # who claimed it (the end records it as ended_by); None: not recorded
+    from scheduler.store.queue import LeaseQueue
 
 
 class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
@@ -74,6 +60,22 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
         self.usage_table = usage_table
         self._retention = retention_seconds
         self._claim_seconds = release_claim_seconds
+
+    @cached_property
+    def queue(self) -> LeaseQueue:
+        """The queue's transitions and reads on the same table and client, loaded when first used: a function that
+        only reads leases never loads the queue's code."""
+        from scheduler.store.queue import LeaseQueue
+
+        return LeaseQueue(
+            self.table_name,
+            self.client,
+            shards=self._shards,
+            retention_seconds=self._retention,
+            counters_table=self.counters_table,
+            retry=self._retry,
+            usage_table=self.usage_table,
+        )
 
     # --- acquire -------------------------------------------------------------------------------
 
@@ -220,6 +222,13 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
         except self._errors.ConditionalCheckFailedException:
             return None
 
+    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """Claim a lease whose preemption notice has run out (its preempt_at passed), to end it `preempted`."""
+        try:
+            return self._claim(lifecycle.CLAIM_PREEMPTED, lease_id, now, Inputs(by=by))
+        except self._errors.ConditionalCheckFailedException:
+            return None
+
     def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Write a live lease that TTL deleted back as `releasing`, so its release is claimed and recorded."""
         transition = lifecycle.RECLAIM_TTL_DELETED
@@ -272,10 +281,10 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
             return None
         return lease_from_item(response["Attributes"])
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        """Record the worker `token` ready (ready_at = now, written once); None if the lease is no longer
-        starting on that worker (someone recorded it first, or it ended)."""
-        inputs = Inputs(now=epoch(now), token=token)
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        """Record the worker `token` ready (ready_at = now, and `by` whom, written once); None if the lease is no
+        longer starting on that worker (someone recorded it first, or it ended)."""
+        inputs = Inputs(now=epoch(now), token=token, by=by)
         try:
             response = self._call(
                 "UpdateItem", **self._update(lease_id, render(lifecycle.MARK_READY, inputs).request())
@@ -347,8 +356,7 @@ class LeaseStore(LeaseRenewals, CounterBook, UsageBook, PriceBook):
                 raise
             response = {"Attributes": old}  # a retry of our own claim, which had landed
         item = response["Attributes"]
-        outcome = LeaseStatus(item["release_outcome"]["S"])
-        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
+        return claim_of(item, claim_id)
 
     def _end(
         self,

@@ -19,14 +19,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
     from scheduler.events.model import LifecycleEvent
+    from scheduler.fairness import Running
     from scheduler.lifecycle import LeaseStatus
     from scheduler.models import Lease, ListFilter
     from scheduler.providers.base import ProvisionedWorker
     from scheduler.store.api_budget import QuotaWindow, Reserve
+    from scheduler.store.claims import Claim
     from scheduler.store.counters import CounterState, Limit
     from scheduler.store.history import Cursor
     from scheduler.store.items import Item
-    from scheduler.store.leases import Claim
+    from scheduler.store.queue_model import Handover, QueuedLease, QueueWait
+    from scheduler.store.queue_records import NoticeRecord
     from scheduler.store.usage import UsageRow
     from scheduler.webhooks.model import WebhookRecord
 
@@ -118,6 +121,9 @@ class LeaseWritesPort(Protocol):
     def reclaim_ttl_deleted(self, old_image: Item, now: datetime, *, by: str | None = None) -> Claim | None:
         """Put back a live lease TTL deleted (its stream image), claimed for release as `expired`; None if back."""
 
+    def claim_preempted(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
+        """The sweep's claim on a lease whose preemption notice ran out (outcome `preempted`); None if taken."""
+
     def finish_release(self, claim: Claim, now: datetime, reason: str | None = None) -> Lease:
         """Record the claim's outcome once the worker is gone, ended by its claimant; LeaseStateChanged if the
         claim was taken over."""
@@ -125,8 +131,8 @@ class LeaseWritesPort(Protocol):
     def claim_readiness_check(self, lease_id: str, now: datetime, interval_seconds: float) -> Lease | None:
         """Elect this caller to ask the provider about a starting worker; None if another asked lately."""
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        """Record the starting worker `token` ready (once); None if it is not starting any more."""
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        """Record the starting worker `token` ready (once), found so `by` whom; None if it is not starting any more."""
 
     def index_starting(self, lease_id: str) -> bool:
         """Enter a starting lease into the starting index; False if it is in it (or not starting)."""
@@ -139,13 +145,63 @@ class LeaseWritesPort(Protocol):
     def warn_expiry(self, lease_id: str, expires_epoch: int, now: datetime) -> bool:
         """Mark an active lease warned of its expiry `expires_epoch`; False if it changed meanwhile."""
 
-    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
-        """Extend an active lease to now + ttl (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
+    def renew(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, *, by: str | None = None
+    ) -> Lease:
+        """Extend an active lease to now + ttl, renewed `by` whom (LeaseNotFound / NotLeaseOwner / LeaseConflict)."""
 
     def renew_reserving(
-        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+        self,
+        lease_id: str,
+        owner: str | None,
+        ttl_seconds: int | None,
+        now: datetime,
+        budget: OwnerBudgets,
+        *,
+        by: str | None = None,
     ) -> Lease | Limit:
         """Renew, reserving the extension's spend in the same write; the budget that would not take it."""
+
+
+class LeaseQueuePort(Protocol):
+    """The queue: queued leases, their admission and requeue, their end without a worker, and preemption."""
+
+    def enqueue(self, lease: Lease, wait: QueueWait) -> None:
+        """Record a new lease `queued` (no counter, no worker); LeaseStateChanged if its id is taken."""
+
+    def admit(self, lease: Lease, limits: Sequence[Limit] = ()) -> Limit | None:
+        """`queued` → `pending` as `lease` says, with a slot of each limit; the full limit instead (nothing written);
+        LeaseStateChanged when it is no longer queued or past its queued_until."""
+
+    def requeue(self, lease: Lease, now: datetime, held: tuple[str, ...], wait: QueueWait) -> bool:
+        """`pending` (no worker) → `queued` until its queued_until, giving back `held`; False if it may not."""
+
+    def cancel_queued(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Lease:
+        """End a queued lease `released` for its owner (refused as a release is: LeaseNotFound, NotLeaseOwner)."""
+
+    def expire_queued(self, lease_id: str, now: datetime, reason: str, *, by: str | None = None) -> Lease | None:
+        """End a queued lease past its queued_until `expired`, saying why; None if it is not one."""
+
+    def notice(self, lease_id: str, now: datetime, record: NoticeRecord, ran_since: int) -> Lease | None:
+        """Give an active, preemptible lease of lower priority its preemption notice; None if it may not get one."""
+
+    def finish_preempted(
+        self, claim: Claim, now: datetime, handover: Handover, reason: str | None = None
+    ) -> Lease | None:
+        """End the preempted lease and admit its preemptor on its slot, in one step; None (nothing written) when
+        the preemptor cannot take it. LeaseStateChanged if the claim was taken over."""
+
+    def queued_leases(self) -> Iterator[QueuedLease]:
+        """Every queued lease, by priority then age."""
+
+    def queued_lease(self, lease_id: str) -> QueuedLease | None:
+        """One queued lease (None: it is not queued)."""
+
+    def queue_ahead(self, priority: int) -> dict[str, int]:
+        """How many queued leases of at least `priority` wait for each provider's room."""
+
+    def running_leases(self) -> Iterator[Running]:
+        """Every lease holding capacity (pending, active, releasing), as the queue's rules see it."""
 
 
 class CountersPort(Protocol):
@@ -230,6 +286,10 @@ class WebhooksPort(Protocol):
 class LeaseStorePort(LeaseReadsPort, LeaseWritesPort, CountersPort, UsagePort, Protocol):
     """Everything the use cases ask of the lease store."""
 
+    @property
+    def queue(self) -> LeaseQueuePort:
+        """The queue's part (LeaseStore loads it when first used)."""
+
 
 if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for (nothing runs here)
     from scheduler.store.api_budget import ApiBudget
@@ -238,6 +298,7 @@ if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for
     from scheduler.store.memory import MemoryApiBudget, MemoryLeaseStore
     from scheduler.store.memory.history import MemoryHistory
     from scheduler.store.memory.webhooks import MemoryWebhooks
+    from scheduler.store.queue import LeaseQueue
     from scheduler.store.webhooks import WebhookStore
 
     def _both_conform(
@@ -249,4 +310,7 @@ if TYPE_CHECKING:  # mypy checks that both stores are what the use cases ask for
         return dynamodb, memory
 
     def _both_registries_conform(dynamodb: WebhookStore, memory: MemoryWebhooks) -> tuple[WebhooksPort, WebhooksPort]:
+        return dynamodb, memory
+
+    def _queues_conform(dynamodb: LeaseQueue, memory: MemoryLeaseStore) -> tuple[LeaseQueuePort, LeaseQueuePort]:
         return dynamodb, memory

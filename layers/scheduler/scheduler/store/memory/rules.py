@@ -21,7 +21,8 @@ from scheduler.lifecycle import (
     Write,
 )
 from scheduler.store.conditions import INDEX_ATTRIBUTES, Inputs, reason_text
-from scheduler.store.items import Item, number_attr, string_attr
+from scheduler.store.items import Item, number_attr, queue_attributes, string_attr
+from scheduler.store.queue_records import QUEUE_ATTRIBUTES
 
 _T = TypeVar("_T")
 
@@ -82,6 +83,7 @@ def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
                 new["cost_per_hour"] = number_attr(worker.cost_per_hour)
             if worker.ends_epoch is not None:
                 new["worker_ends_epoch"] = number_attr(worker.ends_epoch)
+            new.pop("queue_env", None)
         elif write is Write.WORKER_STATE:
             ready = inputs.worker is not None and inputs.worker.ready
             new["worker_state"] = string_attr((WorkerState.READY if ready else WorkerState.STARTING).value)
@@ -121,10 +123,49 @@ def applied(transition: Transition, inputs: Inputs, item: Item) -> Item:
         elif write is Write.ENDED_BY:
             if inputs.by is not None:
                 new["ended_by"] = string_attr(inputs.by)
+        elif write is Write.RENEWED_BY:
+            if inputs.by is not None:
+                new["renewed_by"] = string_attr(inputs.by)
+            else:
+                new.pop("renewed_by", None)
+        elif write is Write.READY_BY:
+            if inputs.by is not None:
+                new["ready_by"] = string_attr(inputs.by)
         elif write is Write.LEAVE_INDEX:
             for name in INDEX_ATTRIBUTES:
                 new.pop(name, None)
+        else:
+            _queue_write(write, inputs, item, new)
     return new
+
+
+def _queue_write(write: Write, inputs: Inputs, item: Item, new: Item) -> None:
+    """The writes of the queue and of preemption (ENTER_INDEX, CREATED_BY and the counters are the store's)."""
+    if write is Write.ENTER_QUEUE:
+        entry = _required(inputs.queue, "queue")
+        new.pop("held_counters", None)
+        new.update(
+            {
+                **queue_attributes(entry, inputs.now),
+                **({"queued_epoch": item["queued_epoch"]} if "queued_epoch" in item else {}),
+            }
+        )
+        new.pop("starting_shard", None)
+    elif write is Write.LEAVE_QUEUE:
+        for name in QUEUE_ATTRIBUTES:
+            new.pop(name, None)
+    elif write is Write.ADMITTED:
+        new["admitted_epoch"] = number_attr(inputs.now)
+        new["created_epoch"] = number_attr(inputs.now)
+        new["provider"] = string_attr(_required(inputs.provider, "provider"))
+        new["starting_shard"] = string_attr(_required(inputs.shard, "shard"))
+        new["admission_id"] = string_attr(_required(inputs.admission_id, "admission_id"))
+    elif write is Write.NOTICE:
+        notice = _required(inputs.notice, "notice")
+        new["preempt_epoch"] = number_attr(notice.preempt_at)
+        new["due_at"] = number_attr(notice.preempt_at)
+        new["preempted_for"] = string_attr(notice.preemptor)
+        new["preempt_priority"] = number_attr(notice.priority)
 
 
 def _sources(transition: Transition, expected: LeaseStatus | None) -> frozenset[LeaseStatus]:
@@ -163,6 +204,30 @@ def _guard(guard: Guard, inputs: Inputs, item: Item) -> bool:
     if guard is Guard.CHECK_DUE:
         checked = number(item, "ready_checked_epoch")
         return "ready_checked_epoch" not in item or (checked is not None and checked <= inputs.checked_before)
+    return _queue_guard(guard, inputs, item)
+
+
+def _queue_guard(guard: Guard, inputs: Inputs, item: Item) -> bool:
+    """The guards of the queue and of preemption, as `conditions._queue_guard` renders them."""
+    if guard is Guard.NOTICE_LIFE:
+        notice, own = number(item, "preempt_epoch"), number(item, "ttl_seconds")
+        ttl = inputs.ttl_seconds if inputs.ttl_seconds is not None else own
+        return notice is None or (ttl is not None and inputs.start + int(ttl) <= notice)
+    if guard is Guard.QUEUE_OPEN:
+        return _compare(number(item, "queue_until"), inputs.now, above=True)
+    if guard is Guard.PREEMPTIBLE:
+        return item.get("preemptible", {}).get("BOOL") is True
+    if guard is Guard.LOWER_PRIORITY:
+        priority = number(item, "priority")
+        return priority is not None and priority < inputs.priority
+    if guard is Guard.RAN_MIN_RUNTIME:
+        return _compare(number(item, "created_epoch"), inputs.ran_since, above=False)
+    if guard is Guard.NO_NOTICE:
+        return "preempt_epoch" not in item
+    if guard is Guard.OUTLIVES_NOTICE:
+        return _compare(number(item, "expires_epoch"), _required(inputs.notice, "notice").preempt_at, above=True)
+    if guard is Guard.NOTICE_DUE:
+        return _compare(number(item, "preempt_epoch"), inputs.now, above=False)
     raise ValueError(f"no evaluation for {guard}")
 
 

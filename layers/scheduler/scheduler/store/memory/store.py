@@ -28,49 +28,33 @@ from scheduler.costs import accrued_usd, micros, spend_micros
 from scheduler.lifecycle import LeaseStatus, Transition
 from scheduler.models import Lease
 from scheduler.store import counters
+from scheduler.store.claims import Claim, LeaseStateChanged
 from scheduler.store.conditions import Inputs, WorkerRecord
 from scheduler.store.counters import Limit
 from scheduler.store.items import Item, claimed_by, epoch, lease_from_item, new_item
-from scheduler.store.leases import CLAIM_TTL_SECONDS, Claim, LeaseStateChanged
-from scheduler.store.memory.books import MemoryBooks
+from scheduler.store.memory.queue import MemoryQueue
 from scheduler.store.memory.rules import applied, holds, number, text
+from scheduler.store.memory.steps import Lost, claim_ttl
 from scheduler.store.memory.tables import Change
 from scheduler.store.refusals import refusal_error
+from scheduler.store.renewals import passes_an_end
 
 if TYPE_CHECKING:
     from scheduler.budgets import OwnerBudgets, Reweighing
     from scheduler.providers.base import ProvisionedWorker
 
 
-class _Lost(Exception):
-    """A transition's condition did not hold: the lease as it was found ({} if absent)."""
-
-    def __init__(self, item: Item) -> None:
-        super().__init__("the condition did not hold")
-        self.item = item
-
-
-class MemoryLeaseStore(MemoryBooks):
+class MemoryLeaseStore(MemoryQueue):
     """Leases in memory, changed only through the transitions of `scheduler.lifecycle`.
 
     `counters_table` / `usage_table` False: as a LeaseStore without COUNTERS_TABLE / USAGE_TABLE (limits
     refused with RuntimeError, no prices seen, no usage kept).
     """
 
-    def __init__(
-        self,
-        *,
-        shards: int = 1,
-        retention_seconds: int = 7 * 24 * 3600,
-        release_claim_seconds: int = 120,
-        counters_table: bool = True,
-        usage_table: bool = True,
-    ) -> None:
-        super().__init__(shards=shards, counters_table=counters_table, usage_table=usage_table)
-        self._retention = retention_seconds
-        self._claim_seconds = release_claim_seconds
-
-    # --- acquire -------------------------------------------------------------------------------
+    @property
+    def queue(self) -> MemoryLeaseStore:
+        """The queue's transitions and reads: this store's own (LeaseStore keeps them apart, to load them late)."""
+        return self
 
     def create_pending(self, lease: Lease, limits: Sequence[Limit] = ()) -> Limit | None:
         """Record the lease `pending` with a slot of each limit; the full limit instead (nothing written)."""
@@ -100,7 +84,7 @@ class MemoryLeaseStore(MemoryBooks):
         changes = [*([Change.give_back(give_back)] if give_back else []), *([Change.take(take)] if take else [])]
         try:
             moved = self._transact(lifecycle.MOVE_SLOT, lease_id, Inputs(held=now_held), changes)
-        except _Lost:
+        except Lost:
             raise LeaseStateChanged(lease_id) from None
         if isinstance(moved, int) and take is not None:
             return take
@@ -122,7 +106,7 @@ class MemoryLeaseStore(MemoryBooks):
             return self._activate_reweighed(lease_id, record, reweighed, at)
         try:
             item = self._write(lifecycle.ACTIVATE, lease_id, Inputs(worker=record, now=at))
-        except _Lost as lost:
+        except Lost as lost:
             if text(lost.item, "status") == LeaseStatus.ACTIVE and text(lost.item, "provider_token") == worker.token:
                 return lease_from_item(lost.item)  # as LeaseStore takes its own resent activate
             raise LeaseStateChanged(lease_id) from None
@@ -134,7 +118,7 @@ class MemoryLeaseStore(MemoryBooks):
         inputs = Inputs(worker=record, reweighed=reweighed.held, now=at)
         try:
             done = self._transact(lifecycle.ACTIVATE, lease_id, inputs, [*gives, *map(Change.take, takes)])
-        except _Lost:
+        except Lost:
             raise LeaseStateChanged(lease_id) from None
         if isinstance(done, int):
             return takes[done - len(gives)]
@@ -161,7 +145,7 @@ class MemoryLeaseStore(MemoryBooks):
     def claim_release(self, lease_id: str, owner: str | None, now: datetime, *, by: str | None = None) -> Claim:
         try:
             return self._claim(lifecycle.CLAIM_RELEASE, lease_id, now, Inputs(owner=owner, by=by))
-        except _Lost as lost:
+        except Lost as lost:
             raise refusal_error(lifecycle.CLAIM_RELEASE, lease_id, lost.item, epoch(now), owner) from None
 
     def claim_due(self, lease_id: str, now: datetime, *, by: str | None = None) -> Claim | None:
@@ -191,7 +175,7 @@ class MemoryLeaseStore(MemoryBooks):
         transition = lifecycle.RECLAIM_TTL_DELETED
         claim_id = uuid.uuid4().hex
         lease_id = old_image["lease_id"]["S"]
-        inputs = Inputs(claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=_claim_ttl(now), by=by)
+        inputs = Inputs(claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=claim_ttl(now), by=by)
         # ENTER_INDEX is the store's, as for a new item; the claim is the transition's own writes.
         item = applied(transition, inputs, {**old_image, "live_shard": {"S": self._shard_of(lease_id)}})
         with self._lock:
@@ -220,8 +204,8 @@ class MemoryLeaseStore(MemoryBooks):
         inputs = Inputs(now=epoch(now), checked_before=epoch(now) - max(1, math.ceil(interval_seconds)))
         return self._lease_or_none(lifecycle.CHECK_READINESS, lease_id, inputs)
 
-    def mark_ready(self, lease_id: str, token: str, now: datetime) -> Lease | None:
-        return self._lease_or_none(lifecycle.MARK_READY, lease_id, Inputs(now=epoch(now), token=token))
+    def mark_ready(self, lease_id: str, token: str, now: datetime, *, by: str | None = None) -> Lease | None:
+        return self._lease_or_none(lifecycle.MARK_READY, lease_id, Inputs(now=epoch(now), token=token, by=by))
 
     def index_starting(self, lease_id: str) -> bool:
         """Enter a starting lease into the starting index; False if it is there (or not starting)."""
@@ -242,33 +226,42 @@ class MemoryLeaseStore(MemoryBooks):
 
     # --- renew ---------------------------------------------------------------------------------
 
-    def renew(self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime) -> Lease:
+    def renew(
+        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, *, by: str | None = None
+    ) -> Lease:
         start = math.ceil(now.timestamp())
-        inputs = Inputs(now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds)
+        inputs = Inputs(now=epoch(now), start=start, owner=owner, ttl_seconds=ttl_seconds, by=by)
         try:
             item = self._write(lifecycle.RENEW, lease_id, inputs)
-        except _Lost as lost:
+        except Lost as lost:
             raise refusal_error(
                 lifecycle.RENEW, lease_id, lost.item, epoch(now), owner, _renewed_until(lost.item, start, ttl_seconds)
             ) from None
         return lease_from_item(item)
 
     def renew_reserving(
-        self, lease_id: str, owner: str | None, ttl_seconds: int | None, now: datetime, budget: OwnerBudgets
+        self,
+        lease_id: str,
+        owner: str | None,
+        ttl_seconds: int | None,
+        now: datetime,
+        budget: OwnerBudgets,
+        *,
+        by: str | None = None,
     ) -> Lease | Limit:
         """Renew, reserving the extension's spend in the same step (`OwnerBudgets.renewal`, as LeaseStore)."""
         with self._lock:
             item = self._items.get(lease_id, {})
             if budget.per_day is None or "cost_per_hour" not in item:
-                return self.renew(lease_id, owner, ttl_seconds, now)
+                return self.renew(lease_id, owner, ttl_seconds, now, by=by)
             start = math.ceil(now.timestamp())
             old_expiry = int(item["expires_epoch"]["N"])
             ttl = ttl_seconds if ttl_seconds is not None else int(item["ttl_seconds"]["N"])
             new_expiry = start + ttl
-            if "worker_ends_epoch" in item and new_expiry > int(item["worker_ends_epoch"]["N"]):
+            if passes_an_end(item, new_expiry):
                 raise refusal_error(lifecycle.RENEW, lease_id, item, epoch(now), owner, new_expiry)
             if new_expiry <= old_expiry:
-                return self.renew(lease_id, owner, ttl_seconds, now)
+                return self.renew(lease_id, owner, ttl_seconds, now, by=by)
             rate, created = float(item["cost_per_hour"]["N"]), int(float(item["created_epoch"]["N"]))
             lease_owner = budgets.budget_owner(text(item, "owner_id"))
             renewing = budget.renewal(counters.held_by(item), lease_owner, rate, created, new_expiry, epoch(now))
@@ -279,11 +272,12 @@ class MemoryLeaseStore(MemoryBooks):
                 ttl_seconds=ttl,
                 seen_expiry=old_expiry,
                 reweighed=renewing.held,
+                by=by,
             )
             try:
                 changes = [Change.take(limit) for limit in renewing.limits]
                 done = self._transact(lifecycle.RENEW, lease_id, inputs, changes)
-            except _Lost as lost:
+            except Lost as lost:
                 raise refusal_error(lifecycle.RENEW, lease_id, lost.item, epoch(now), owner, new_expiry) from None
             return renewing.limits[done] if isinstance(done, int) else self.get(lease_id)
 
@@ -317,58 +311,6 @@ class MemoryLeaseStore(MemoryBooks):
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _write(self, transition: Transition, lease_id: str, inputs: Inputs) -> Item:
-        """The transition on the lease alone: the item written; _Lost when the lease's condition fails."""
-        with self._lock:
-            new = self._checked(transition, lease_id, inputs)
-            self._items[lease_id] = new
-            return new
-
-    def _transact(
-        self, transition: Transition, lease_id: str, inputs: Inputs, changes: Sequence[Change], others: int = 1
-    ) -> Item | int:
-        """The transition and `changes` to the counters in one step: the item written, or the position of the
-        change refused (nothing written); _Lost when the lease's condition fails. `others`: the step's items
-        besides the counters (the lease, a usage row), as DynamoDB counts a transaction's."""
-        with self._lock:
-            book = self._book() if changes else None
-            new = self._checked(transition, lease_id, inputs)
-            full = book.transact(changes, others) if book else None
-            if full is not None:
-                return full
-            self._items[lease_id] = new
-            return new
-
-    def _checked(self, transition: Transition, lease_id: str, inputs: Inputs) -> Item:
-        """The lease's item after the transition, once its condition holds (the caller holds the lock)."""
-        old = self._items.get(lease_id, {})
-        new = applied(transition, inputs, old)  # before the condition: LeaseStore renders before it sends
-        if not holds(transition, inputs, old):
-            raise _Lost(old)
-        return new
-
-    def _claim(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim:
-        claim_id = uuid.uuid4().hex
-        bound = inputs._replace(
-            now=epoch(now), claim_id=claim_id, claim_due=epoch(now) + self._claim_seconds, claim_ttl=_claim_ttl(now)
-        )
-        item = self._write(transition, lease_id, bound)
-        outcome = LeaseStatus(item["release_outcome"]["S"])
-        return Claim(lease_from_item(item), claim_id, outcome, counters.held_by(item), claimed_by(item))
-
-    def _claim_or_none(self, transition: Transition, lease_id: str, now: datetime, inputs: Inputs) -> Claim | None:
-        try:
-            return self._claim(transition, lease_id, now, inputs)
-        except _Lost:
-            return None
-
-    def _lease_or_none(self, transition: Transition, lease_id: str, inputs: Inputs) -> Lease | None:
-        try:
-            item = self._write(transition, lease_id, inputs)
-        except _Lost:
-            return None
-        return lease_from_item(item)
-
     def _end(
         self,
         transition: Transition,
@@ -398,7 +340,7 @@ class MemoryLeaseStore(MemoryBooks):
         with self._lock:
             try:
                 item = self._transact(transition, lease_id, bound, moves, others=2 if usage else 1)
-            except _Lost as lost:
+            except Lost as lost:
                 old = lost.item
                 landed = final is not None and text(old, "status") == final.value and "live_shard" not in old
                 if landed and abs(int(number(old, "released_epoch") or 0) - epoch(now)) <= 60:
@@ -412,11 +354,6 @@ class MemoryLeaseStore(MemoryBooks):
 def _past(ttl: Decimal | None, now: int) -> bool:
     """Whether DynamoDB's TTL process may delete an item with this `ttl` at `now` (never one without)."""
     return ttl is not None and ttl < now
-
-
-def _claim_ttl(now: datetime) -> int:
-    """The TTL while a release claim is held: pushed out, so TTL never deletes a lease being released."""
-    return epoch(now) + CLAIM_TTL_SECONDS
 
 
 def _renewed_until(item: Item, start: int, ttl_seconds: int | None) -> int | None:
