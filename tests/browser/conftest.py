@@ -1,5 +1,6 @@
 """The console in a real browser through the local stack (`make run`): AUTH_MODE=token, local-docker and the RunPod
-fake as providers, leases from three owners on both, and the stand-in proxy in front (tests/support/console_proxy.py).
+fake as providers (RunPod capped: one lease queued, one under a preemption notice), leases from three owners on both,
+and a proxy in front (tests/support/console_proxy.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import pytest
 
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
 from tests.support.browser import chromium, require_browser, resize, wait_until
-from tests.support.console_proxy import ConsoleProxy, StandIns
-from tests.support.console_seed import Fleet, bearer, seed_fleet, seed_usage_history, stand_ins_for
+from tests.support.console_proxy import ConsoleProxy, ProxyControls
+from tests.support.console_seed import QUEUE_ENV, Fleet, bearer, seed_fleet, seed_usage_history
 from tests.support.stack import RunningStack, start_stack
 
 CREDENTIAL_KEY = "openalice-console-credential"
@@ -24,13 +25,13 @@ RTX, H100 = "NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3"
 
 @dataclass
 class World:
-    """A local stack (`make run`) with its RunPod fake, seeded, and the stand-in proxy the browser opens."""
+    """A local stack (`make run`) with its RunPod fake, seeded, and the proxy the browser opens."""
 
     runpod: FakeRunPod
     stack: RunningStack
     admin_token: str
     fleet: Fleet
-    stand_ins: StandIns
+    controls: ProxyControls
     proxy: ConsoleProxy
 
 
@@ -56,16 +57,16 @@ def console_world(docker_host: Any, folder: Path) -> Iterator[World]:
         stack = start_stack(
             folder,
             docker_env=docker_host.env(),
-            extra_env={**runpod_env(runpod), "AUTH_MODE": "token", "AUTH_CACHE_SECONDS": "1"},
+            extra_env={**runpod_env(runpod), **QUEUE_ENV, "AUTH_MODE": "token", "AUTH_CACHE_SECONDS": "1"},
         )
         try:
             admin = (stack.state_dir / "admin-token").read_text().strip()
             fleet = seed_fleet(stack, admin)
             seed_usage_history(stack)
-            stand_ins = stand_ins_for(fleet)
-            proxy = ConsoleProxy(stack.url, stand_ins).start()
+            controls = ProxyControls()
+            proxy = ConsoleProxy(stack.url, controls).start()
             try:
-                yield World(runpod, stack, admin, fleet, stand_ins, proxy)
+                yield World(runpod, stack, admin, fleet, controls, proxy)
             finally:
                 proxy.stop()
         finally:
@@ -100,8 +101,8 @@ def fleet(world: World) -> Fleet:
 
 
 @pytest.fixture(scope="package")
-def stand_ins(world: World) -> StandIns:
-    return world.stand_ins
+def controls(world: World) -> ProxyControls:
+    return world.controls
 
 
 @pytest.fixture(scope="package")

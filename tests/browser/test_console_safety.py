@@ -15,7 +15,7 @@ from selenium.webdriver.common.keys import Keys
 
 from tests.browser.conftest import caller_token, cells, open_console, rows, show_view
 from tests.support.browser import console_errors, origin, requested_urls, resize, wait_until
-from tests.support.console_proxy import ConsoleProxy, StandIns
+from tests.support.console_proxy import ConsoleProxy, ProxyControls
 from tests.support.console_seed import MARKUP, OWNERS, Fleet
 from tests.support.stack import RunningStack
 
@@ -102,11 +102,11 @@ def test_a_viewer_is_shown_no_release_button(
 
 
 @pytest.fixture
-def hidden_routes(stand_ins: StandIns) -> Iterator[None]:
-    """The proxy answers the routes it stands in for with API Gateway's 404, for one test."""
-    stand_ins.hide_routes = True
+def hidden_routes(controls: ProxyControls) -> Iterator[None]:
+    """The proxy answers GET /v1/queue and a lease's events with API Gateway's 404 (an older API), for one test."""
+    controls.hide_routes = True
     yield
-    stand_ins.hide_routes = False
+    controls.hide_routes = False
 
 
 @pytest.mark.usefixtures("hidden_routes")

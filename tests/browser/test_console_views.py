@@ -16,13 +16,13 @@ from selenium.webdriver.support.select import Select
 from tests.browser.conftest import CREDENTIAL_KEY, caller_token, cells, open_console, rows
 from tests.fakes.runpod import FakeRunPod
 from tests.support.browser import console_errors, wait_until
-from tests.support.console_proxy import ConsoleProxy, StandIns
-from tests.support.console_seed import OWNERS, Fleet, acquire, bearer
+from tests.support.console_proxy import ConsoleProxy, ProxyControls
+from tests.support.console_seed import OWNERS, QUEUED_PRIORITY, VICTIM_PRIORITY, Fleet, acquire, bearer
 from tests.support.stack import RunningStack
 
 
 def api(proxy: ConsoleProxy, path: str, token: str, **params: Any) -> Any:
-    """What the console's own requests get: the API through the proxy, the queue's stand-in included."""
+    """What the console's own requests get: the API through the proxy."""
     answer = requests.get(proxy.url + path, headers={"Authorization": f"Bearer {token}"}, params=params, timeout=30)
     assert answer.status_code == 200, answer.text
     return answer.json()
@@ -106,7 +106,7 @@ def test_the_leases_table_shows_what_get_v1_leases_answers(
         )
         assert row["Worker"] == lease["worker_state"]
         assert row["Host"] == _host(lease)
-        assert row["$/h"] == f"${lease['cost_per_hour']:.3f}/h"
+        assert row["$/h"] == (f"${lease['cost_per_hour']:.3f}/h" if lease["cost_per_hour"] is not None else "—")
 
 
 def _host(lease: dict[str, Any]) -> str:
@@ -254,11 +254,11 @@ def test_an_operator_releases_a_lease_after_confirming(
 
 
 @pytest.fixture
-def slow_deletes(stand_ins: StandIns) -> Iterator[None]:
+def slow_deletes(controls: ProxyControls) -> Iterator[None]:
     """Each DELETE's answer reaches the browser 3 s after the stack acted on it: longer than a logs read's period."""
-    stand_ins.slow_deletes = 3.0
+    controls.slow_deletes = 3.0
     yield
-    stand_ins.slow_deletes = 0.0
+    controls.slow_deletes = 0.0
 
 
 @pytest.mark.usefixtures("slow_deletes")
@@ -281,41 +281,55 @@ def test_a_release_from_the_logs_stops_following_them_before_the_worker_goes(
 # --- the queue -----------------------------------------------------------------------------------------
 
 
-def _check_queue(driver: Any, proxy: ConsoleProxy, admin_token: str) -> None:
+def test_the_queue_in_admission_order_and_the_lease_under_a_notice_with_its_time_left(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
+) -> None:
     queue = api(proxy, "/v1/queue", admin_token)["queue"]
-    noticed = [
-        lease for lease in api(proxy, "/v1/leases", admin_token, limit=1000)["leases"] if lease.get("preempt_at")
-    ]
+    noticed = [lease for lease in api(proxy, "/v1/leases", admin_token, limit=1000)["leases"] if lease["preempt_at"]]
+    assert [lease["lease_id"] for lease in queue] == [fleet.queued["lease_id"]]
+    assert [lease["lease_id"] for lease in noticed] == [fleet.noticed["lease_id"]]
     open_console(driver, proxy.url, admin_token, "#/queue")
     expected = [lease["lease_id"] for lease in queue]
     wait_until(driver, lambda d: list(rows(d, "queue-rows")) == expected, what="the queue in admission order")
+
     for lease in queue:
         row = cells(rows(driver, "queue-rows")[lease["lease_id"]])
-        assert (row["Position"], row["Priority"], row["Owner"]) == (
+        assert (row["Position"], row["Priority"], row["Owner"], row["Kind"], row["GPU"]) == (
             str(lease["queue_position"]),
             str(lease["priority"]),
             lease["owner_id"],
+            lease["kind"],
+            lease["gpu"],
         )
-        assert row["Waits for"] == lease["queue_reason"]
-    assert set(rows(driver, "preempt-rows")) == {lease["lease_id"] for lease in noticed}
+        assert row["Waits for"] == lease["queue_reason"] and lease["queue_reason"]
+    (victim,) = noticed
+    row = cells(wait_until(driver, lambda d: rows(d, "preempt-rows").get(victim["lease_id"]), what="the notice"))
+    assert (row["Owner"], row["Priority"], row["For priority"], row["Provider"], row["Ends"]) == (
+        OWNERS[0],
+        str(VICTIM_PRIORITY),
+        str(QUEUED_PRIORITY),
+        "runpod",
+        victim["preempt_at"],
+    )
+    assert row["Time left"] not in ("—", "past")
 
 
-def test_the_queue_in_admission_order_and_the_leases_under_a_notice_stand_in(
-    driver: Any, proxy: ConsoleProxy, admin_token: str, stand_ins: StandIns
+def test_a_lease_under_a_notice_shows_when_and_for_what_priority(
+    driver: Any, proxy: ConsoleProxy, admin_token: str, fleet: Fleet
 ) -> None:
-    _check_queue(driver, proxy, admin_token)
-    (victim,) = stand_ins.notices
-    row = cells(rows(driver, "preempt-rows")[victim])
-    assert row["Priority"] == "20" and row["Owner"] == OWNERS[0]
-    assert stand_ins.used >= {"queue", "notices"}
-
-
-def test_the_queue_through_the_api_s_own_route(
-    driver: Any, proxy: ConsoleProxy, console_stack: RunningStack, admin_token: str, fleet: Fleet
-) -> None:
-    if bearer(console_stack, "GET", "/v1/queue", admin_token).status_code == 404:
-        pytest.skip("GET /v1/queue is not in this build yet (issue 26): the view is checked on the stand-in")
-    _check_queue(driver, proxy, admin_token)
+    victim = fleet.noticed
+    open_console(driver, proxy.url, admin_token)
+    row = wait_until(driver, lambda d: rows(d).get(victim["lease_id"]), what="the noticed lease's row")
+    assert cells(row)["Status"] == "active notice"
+    open_console(driver, proxy.url, admin_token, f"#/lease/{victim['lease_id']}")
+    wait_until(driver, lambda d: d.find_elements("css selector", "#lease-fields dd"), what="the fields")
+    shown = {dd.get_attribute("data-field"): dd.text for dd in driver.find_elements("css selector", "#lease-fields dd")}
+    assert shown["preempt_at"].startswith(victim["preempt_at"] + " (in ")
+    assert (shown["preempt_priority"], shown["priority"], shown["preemptible"]) == (
+        str(QUEUED_PRIORITY),
+        str(VICTIM_PRIORITY),
+        "true",
+    )
 
 
 # --- spend ---------------------------------------------------------------------------------------------

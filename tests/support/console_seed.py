@@ -1,32 +1,43 @@
 """What the console's browser tests show: leases from three owners on both providers (local-docker and the RunPod
 fake), a few ended ones (today's spend), thirty days of spend per owner written into the usage table as the store
-keeps it, one lease with markup in its correlation_id, and the queue's stand-in: two queued leases and a preemption
-notice (issue 26)."""
+keeps it, one lease with markup in its correlation_id, and the queue as the stack makes it: RunPod capped at its
+three pods (`QUEUE_ENV`), one acquire queued for it, and the preemptible pod it preempts under a notice."""
 
 from __future__ import annotations
 
 import random
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
 
-from tests.support.console_proxy import StandIns, rfc3339
 from tests.support.stack import RunningStack
+from tests.support.waiting import wait_for
 
 OWNERS = ("anim-service", "live-control", "research")
 MARKUP = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+RUNPOD_CAP = 3  # one pod per owner: a fourth waits
+VICTIM_PRIORITY, QUEUED_PRIORITY = 20, 80
+NOTICE_SECONDS = 1800  # longer than the tests: the notice holds, the queued lease waits, throughout
+# The stack's settings the queue needs: RunPod capped, a running pod preemptible at once, a notice that outlasts
+# the tests (local-docker stays uncapped: the tests' own leases are Docker ones).
+QUEUE_ENV = {
+    "RUNPOD_MAX_LEASES": str(RUNPOD_CAP),
+    "MIN_RUNTIME_SECONDS": "0",
+    "PREEMPTION_NOTICE_SECONDS": str(NOTICE_SECONDS),
+}
 
 
 @dataclass
 class Fleet:
     """The seeded leases, by owner and provider."""
 
-    live: list[dict[str, Any]]
+    live: list[dict[str, Any]]  # every live lease but the queued one
     ended: list[dict[str, Any]]
     marked: dict[str, Any]  # its correlation_id holds MARKUP
+    queued: dict[str, Any]  # waits for RunPod's cap, as the acquire's 202 answered it
+    noticed: dict[str, Any]  # the RunPod pod preempted for it, read once its notice was given
 
     def of(self, owner: str, provider: str) -> dict[str, Any]:
         return next(lease for lease in self.live if lease["owner_id"] == owner and lease["provider"] == provider)
@@ -36,28 +47,54 @@ def bearer(stack: RunningStack, method: str, path: str, token: str, **kwargs: An
     return stack.request(method, path, secret="", headers={"Authorization": f"Bearer {token}"}, **kwargs)
 
 
-def acquire(stack: RunningStack, token: str, **body: Any) -> dict[str, Any]:
+def acquire(stack: RunningStack, token: str, expect: int = 201, **body: Any) -> dict[str, Any]:
     body.setdefault("kind", "renderer")
     answer = bearer(stack, "POST", "/v1/lease", token, json=body)
-    assert answer.status_code == 201, answer.text
+    assert answer.status_code == expect, answer.text
     return dict(answer.json()["lease"])
 
 
 def seed_fleet(stack: RunningStack, token: str) -> Fleet:
     """Per owner a renderer on local-docker (gpu none) and a pod on RunPod (gpu entry: an anim pod, and for the last
     owner a renderer, whose template serves a port: a worker with an endpoint); per owner one more Docker lease
-    released at once (a row of today's spend)."""
+    released at once (a row of today's spend). The first owner's pod is preemptible at a low priority; a fourth
+    pod (an H100, which RunPod alone offers), asked for at a higher priority by the second owner, waits in the queue
+    and gets that pod a notice."""
     live, ended = [], []
     for number, owner in enumerate(OWNERS):
         live.append(acquire(stack, token, owner_id=owner, ttl_seconds=3600, correlation_id=f"shot-{number}"))
         kind = "renderer" if number == len(OWNERS) - 1 else "anim"
-        live.append(acquire(stack, token, owner_id=owner, kind=kind, gpu="entry", ttl_seconds=5400 + 600 * number))
+        pod: dict[str, Any] = {"owner_id": owner, "kind": kind, "gpu": "entry", "ttl_seconds": 5400 + 600 * number}
+        if number == 0:
+            pod.update(priority=VICTIM_PRIORITY, preemptible=True)
+        live.append(acquire(stack, token, **pod))
         gone = acquire(stack, token, owner_id=owner, ttl_seconds=600)
         assert bearer(stack, "DELETE", f"/v1/lease/{gone['lease_id']}", token).status_code == 204
         ended.append(gone)
     marked = acquire(stack, token, owner_id=OWNERS[0], ttl_seconds=3600, correlation_id=MARKUP)
     live.append(marked)
-    return Fleet(live=live, ended=ended, marked=marked)
+    queued = acquire(
+        stack,
+        token,
+        expect=202,
+        owner_id=OWNERS[1],
+        kind="anim",
+        gpu="high",  # RunPod's alone: local-docker, uncapped, offers `entry` and would be tried again each sweep
+        ttl_seconds=3600,
+        priority=QUEUED_PRIORITY,
+        queue_seconds=7200,
+    )
+    noticed = _noticed(stack, token, live[1]["lease_id"])
+    return Fleet(live=live, ended=ended, marked=marked, queued=queued, noticed=noticed)
+
+
+def _noticed(stack: RunningStack, token: str, lease_id: str) -> dict[str, Any]:
+    """The lease once the queue's service has given it its notice (the stream's, within a second or two)."""
+
+    def read() -> dict[str, Any]:
+        return dict(bearer(stack, "GET", f"/v1/lease/{lease_id}", token).json()["lease"])
+
+    return wait_for(lambda: (lease := read())["preempt_at"] and lease, 20, what=f"a preemption notice on {lease_id}")
 
 
 def seed_usage_history(stack: RunningStack, days: int = 29, seed: int = 29) -> list[tuple[str, str, float]]:
@@ -92,57 +129,3 @@ def seed_usage_history(stack: RunningStack, days: int = 29, seed: int = 29) -> l
                 )
                 written.append((owner, day, micros / 1_000_000))
     return written
-
-
-def stand_ins_for(fleet: Fleet) -> StandIns:
-    """Two queued leases (issue 26's shape) and a preemption notice on anim-service's RunPod lease (stand-in, issue
-    26: goes at its merge, for a queue the stack makes itself)."""
-    now = datetime.now(UTC)
-
-    def queued(owner: str, priority: int, position: int, waited: int, reason: str) -> dict[str, Any]:
-        created = now - timedelta(seconds=waited)
-        return {
-            "lease_id": str(uuid.UUID(int=random.Random(position).getrandbits(128), version=4)),
-            "provider": "runpod",
-            "kind": "anim",
-            "gpu": "high",
-            "status": "queued",
-            "endpoint": None,
-            "created_at": rfc3339(created),
-            "expires_at": rfc3339(created + timedelta(minutes=10)),  # a queued lease's: its queued_until
-            "released_at": None,
-            "provider_token": None,
-            "owner_id": owner,
-            "correlation_id": None,
-            "region": None,
-            "ttl_seconds": 3600,
-            "cost_per_hour": None,
-            "failure_reason": None,
-            "worker_state": "starting",
-            "ready_at": None,
-            "max_cost_per_hour": None,
-            "cost_usd": None,
-            "created_by": "admin",
-            "ended_by": None,
-            "priority": priority,
-            "preemptible": False,
-            "queued_at": rfc3339(created),
-            "queued_until": rfc3339(created + timedelta(minutes=10)),
-            "queue_position": position,
-            "queue_reason": reason,
-            "admitted_at": None,
-            "preempt_at": None,
-        }
-
-    cap = "every provider is at its lease cap (runpod: at its cap of 3 live leases)"
-    victim = fleet.of(OWNERS[0], "runpod")
-    return StandIns(
-        queue=[queued(OWNERS[2], 80, 1, 42, cap), queued(OWNERS[1], 50, 2, 95, cap)],
-        notices={
-            victim["lease_id"]: {
-                "preempt_at": rfc3339(now + timedelta(seconds=110)),
-                "priority": 20,
-                "preemptible": True,
-            }
-        },
-    )

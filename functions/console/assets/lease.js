@@ -13,7 +13,7 @@ const ORDER = [
   "lease_id", "status", "worker_state", "owner_id", "kind", "gpu", "provider", "provider_token", "region", "endpoint",
   "created_at", "ready_at", "expires_at", "released_at", "ttl_seconds", "cost_per_hour", "max_cost_per_hour",
   "cost_usd", "correlation_id", "created_by", "ended_by", "failure_reason", "priority", "preemptible", "preempt_at",
-  "queued_at", "queued_until", "queue_position", "queue_reason", "admitted_at",
+  "preempt_priority", "queued_at", "queued_until", "queue_position", "queue_reason", "admitted_at",
 ];
 const MONEY = new Set(["cost_per_hour", "max_cost_per_hour", "cost_usd"]);
 const ENDS = new Set(["lease.released", "lease.expired", "lease.failed", "lease.preempted"]);

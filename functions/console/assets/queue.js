@@ -1,6 +1,7 @@
 // The queue: GET /v1/queue (queued leases in admission order, each with its position, priority, owner and what
 // it waits for), and the leases under a preemption notice (live leases carrying `preempt_at`, from
-// GET /v1/leases) with their time left. Refreshed every few seconds.
+// GET /v1/leases) with their time left and the priority they yield to (`preempt_priority`). Refreshed every few
+// seconds.
 
 import { allPages, call, explain, poller } from "./api.js";
 import { age, byId, clock, fill, fillRows, h, markFirstData, say, show, text, timeLeft } from "./dom.js";
@@ -35,6 +36,7 @@ function noticeRow(lease, now) {
     cell("Lease", leaseLink(lease)),
     cell("Owner", text(lease.owner_id)),
     h("td", { "data-label": "Priority", class: "num" }, text(lease.priority)),
+    h("td", { "data-label": "For priority", class: "num" }, text(lease.preempt_priority)),
     cell("Provider", text(lease.provider)),
     cell("Ends", h("time", { datetime: lease.preempt_at }, text(lease.preempt_at))),
     cell("Time left", timeLeft(lease.preempt_at, now)),
