@@ -367,7 +367,10 @@ class SamTemplate:
                 self.schedules.append(ScheduleSpec(function=logical_id, expression=event_props["Schedule"]))
 
     def route_for(self, method: str, path: str) -> tuple[RouteSpec, dict[str, str]] | None:
-        """The route serving `method path`, with its path parameters."""
+        """The route serving `method path`, with its path parameters. As API Gateway does, a final slash is not
+        part of the match (`/console/` is served by `GET /console`); the function still sees the path as sent."""
+        if len(path) > 1 and path.endswith("/"):
+            path = path[:-1]
         for route in self.routes:
             params = route.match(method, path)
             if params is not None:

@@ -93,6 +93,13 @@ def test_health_event_answers_ok(functions: dict[str, ModuleType]) -> None:
     assert response["statusCode"] == 200
 
 
+def test_console_event_answers_the_page_with_its_policy(functions: dict[str, ModuleType]) -> None:
+    response = invoke(functions, "console", load_event("console.json"))
+    assert response["statusCode"] == 200
+    assert response["headers"]["Content-Type"] == "text/html; charset=utf-8"
+    assert "default-src 'self'" in response["headers"]["Content-Security-Policy"]
+
+
 def test_authorizer_event_with_the_secret_is_authorized(functions: dict[str, ModuleType]) -> None:
     assert invoke(functions, "authorizer", load_event("authorizer.json")) == {"isAuthorized": True}
 

@@ -32,6 +32,8 @@ GATEWAY_BODIES = {**AUTHORIZER_BODIES, **THROTTLE_BODY}
 # "What a caller sees when things fail" gives them, and the authorizer's 401 and 403 in front of it.
 CONTRACT_STATUSES = {
     ("GET", "/health"): {200},
+    ("GET", "/console"): {200, 302},
+    ("GET", "/console/{asset}"): {200, 404},
     ("POST", "/v1/lease"): {201, 202, 400, 401, 403, 409, 429, 502, 503},
     ("GET", "/v1/leases"): {200, 400, 401, 403},
     ("GET", "/v1/lease/{lease_id}"): {200, 401, 403, 404},
@@ -50,6 +52,11 @@ CONTRACT_STATUSES = {
     ("POST", "/v1/webhooks"): {201, 400, 401, 403, 409},
     ("DELETE", "/v1/webhooks/{webhook_id}"): {204, 401, 403, 404},
 }
+# Open to anyone: liveness, and the console's page and files (they hold no data; the page calls the API with a
+# credential the operator enters).
+OPEN_PATHS = {"/health", "/console", "/console/{asset}"}
+# The console's files: a page, scripts, a style sheet, an icon.
+CONSOLE_TYPES = {"text/html", "text/javascript", "text/css", "image/svg+xml"}
 # One security requirement per AUTH_MODE (alternatives): the shared secret, a caller's token, a SigV4 signature.
 SECURITY = [{"internalSecret": []}, {"callerToken": []}, {"sigv4": []}]
 OWNER_CHECKED = {
@@ -113,7 +120,10 @@ def _json_schema(spec: dict[str, Any], response: dict[str, Any]) -> dict[str, An
         return None
     if set(content) == {"text/plain"}:  # a worker's logs
         return None
-    assert set(content) == {"application/json"}, "every body is JSON but a worker's logs"
+    content = {kind: body for kind, body in content.items() if kind not in CONSOLE_TYPES}
+    if not content:
+        return None
+    assert set(content) == {"application/json"}, "every body is JSON but a worker's logs and the console's files"
     schema = content["application/json"]["schema"]
     assert isinstance(schema, dict)
     return schema
@@ -201,8 +211,8 @@ def test_every_authorized_route_uses_the_authorization_of_the_mode(
 ) -> None:
     monkeypatch.setenv("AUTH_MODE", mode)
     routes = SamTemplate.load().routes
-    assert {route.auth for route in routes if route.path != "/health"} == {scheme}
-    assert [route.auth for route in routes if route.path == "/health"] == ["NONE"]
+    assert {route.auth for route in routes if route.path not in OPEN_PATHS} == {scheme}
+    assert {route.path: route.auth for route in routes if route.path in OPEN_PATHS} == dict.fromkeys(OPEN_PATHS, "NONE")
 
 
 def test_authorized_routes_document_the_authorizer_answers(spec: dict[str, Any]) -> None:
@@ -254,7 +264,7 @@ def test_owner_checked_routes_take_x_lease_owner_and_may_answer_forbidden(spec: 
         forbidden = _json_schema(spec, operation["responses"]["403"]) if "403" in operation["responses"] else None
         resolved = _resolve(spec, forbidden or {})
         owner_codes = {code for shape in _alternatives(resolved) for code in _envelope_codes(shape) or ()}
-        assert (owner_codes == {"forbidden"}) == (path != "/health"), f"{method} {path}"
+        assert (owner_codes == {"forbidden"}) == (path not in OPEN_PATHS), f"{method} {path}"
 
 
 # --- statuses and error codes ------------------------------------------------------------------

@@ -22,6 +22,8 @@ from tests.support.translated_template import translated_template
 
 ROUTES = {
     ("GET", "/health"): "HealthFunction",
+    ("GET", "/console"): "ConsoleFunction",
+    ("GET", "/console/{asset}"): "ConsoleFunction",
     ("POST", "/v1/lease"): "AcquireLeaseFunction",
     ("GET", "/v1/leases"): "ListLeasesFunction",
     ("GET", "/v1/lease/{lease_id}"): "GetLeaseFunction",
@@ -40,8 +42,10 @@ ROUTES = {
     ("DELETE", "/v1/webhooks/{webhook_id}"): "DeleteWebhookFunction",
     ("GET", "/v1/queue"): "QueueFunction",
 }
-# Each AuthMode's authorization of every route but /health (AWS_IAM: SigV4, verified by API Gateway).
+# Each AuthMode's authorization of every route but the open ones (AWS_IAM: SigV4, verified by API Gateway).
 MODE_SCHEMES = {"secret": "InternalSecretAuthorizer", "token": "CallerTokenAuthorizer", "iam": "AWS_IAM"}
+# Open to anyone: liveness, and the console's page and files (no data: the page calls the API with a credential).
+OPEN_PATHS = {"/health", "/console", "/console/{asset}"}
 LIVE_STATUSES = {status.value for status in LIVE}
 CLEANUP_FUNCTIONS = {"SweepExpiredFunction", "TtlStreamFunction", "ReconcileWorkersFunction"}
 DYNAMODB_WRITES = re.compile(r"^dynamodb:(Put|Update|Delete|BatchWrite|TransactWrite|PartiQL(Insert|Update|Delete))")
@@ -99,7 +103,8 @@ def test_one_function_per_route(resources: dict[str, Any]) -> None:
             routes[(method.upper(), path)] = re.search(r"\$\{(\w+)\.Arn\}", uri).group(1)  # type: ignore[union-attr]
 
     assert routes == ROUTES
-    assert len(set(routes.values())) == len(routes)
+    # One function per route, but the console's page and its files are one function (they are one thing).
+    assert len(set(routes.values())) == len(routes) - 1
     for function in routes.values():
         assert resources[function]["Type"] == "AWS::Lambda::Function"
 
@@ -124,12 +129,12 @@ def test_both_lambda_authorizers_run_the_authorizer_function(resources: dict[str
 
 
 @pytest.mark.parametrize("mode", sorted(MODE_SCHEMES))
-def test_every_route_but_health_is_authorized_as_the_auth_mode_says(template: dict[str, Any], mode: str) -> None:
+def test_every_route_but_the_open_ones_is_authorized_as_the_auth_mode_says(template: dict[str, Any], mode: str) -> None:
     stack = deployed(template, {"AuthMode": mode})
     (api,) = _of_type(stack["Resources"], "AWS::ApiGatewayV2::Api").values()
     for path, methods in api["Body"]["paths"].items():
         for method, operation in methods.items():
-            expected = [{"NONE": []}] if path == "/health" else [{MODE_SCHEMES[mode]: []}]
+            expected = [{"NONE": []}] if path in OPEN_PATHS else [{MODE_SCHEMES[mode]: []}]
             assert operation["security"] == expected, f"{method} {path}"
 
 
@@ -287,7 +292,7 @@ def test_policies_are_least_privilege(resources: dict[str, Any]) -> None:
             if any(action.startswith("dynamodb:") for action in _actions([statement])):
                 text = json.dumps(statement["Resource"])
                 assert set(re.findall(r'"(\w+Table)"', text)) <= tables, (function, text)
-        if function in {"HealthFunction"}:
+        if function in {"HealthFunction", "ConsoleFunction"}:
             assert not actions, f"{function} needs no AWS permission: {actions}"
         if function in {"ListLeasesFunction", "AuthorizerFunction", "UsageFunction"}:
             assert not [action for action in actions if DYNAMODB_WRITES.match(action)], function

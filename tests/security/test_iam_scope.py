@@ -98,6 +98,7 @@ READ_ONLY_FUNCTIONS = {
     "ListCallersFunction",
     "ListWebhooksFunction",
     "LeaseEventsFunction",
+    "ConsoleFunction",
 }
 # The callers registry: read by the authorizer (a token) and, in iam mode, by every route (a principal); changed
 # only by the routes that manage it.

@@ -1,7 +1,7 @@
-"""Every route of template.yaml but `GET /health` goes through the edge that establishes who is calling
-(`http_endpoint`) before its handler runs: read from the template itself, so a route added without it is named
-here. Run, each such route answers a refused credential 401 (`token` mode; `iam` mode without a principal) and an
-unmapped principal 403 (`iam` mode), whatever its handler would have done.
+"""Every route of template.yaml but `GET /health` and the console's files goes through the edge that establishes
+who is calling (`http_endpoint`) before its handler runs: read from the template itself, so a route added without
+it is named here. Run, each such route answers a refused credential 401 (`token` mode; `iam` mode without a
+principal) and an unmapped principal 403 (`iam` mode), whatever its handler would have done.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from .as_callers import with_principals
 from .conftest import Function, runtime_of
 
 TEMPLATE = SamTemplate.load()
-OPEN = {"GET /health"}  # no credential at all: liveness for load balancers (its function imports nothing)
+# No credential at all: liveness for load balancers (its function imports nothing), and the console's page and files
+# (they hold no data: the page asks the guarded routes with the operator's credential).
+OPEN = {"GET /health", "GET /console", "GET /console/{asset}"}
 GUARDED = [route for route in TEMPLATE.routes if route.route_key not in OPEN]
 
 
@@ -49,14 +51,14 @@ def goes_through_the_edge(route: RouteSpec) -> bool:
     )
 
 
-def test_every_route_but_health_goes_through_the_callers_edge() -> None:
+def test_every_route_but_the_open_ones_goes_through_the_callers_edge() -> None:
     assert {route.route_key for route in TEMPLATE.routes} >= OPEN and GUARDED
     missing = [f"{route.route_key} ({function_dir(route)})" for route in GUARDED if not goes_through_the_edge(route)]
     assert not missing, f"routes whose function does not establish the caller (http_endpoint): {missing}"
 
 
-def test_health_is_the_one_route_open_to_anyone() -> None:
-    assert [route.route_key for route in TEMPLATE.routes if not route.authorized] == sorted(OPEN)
+def test_health_and_the_console_s_files_are_the_only_routes_open_to_anyone() -> None:
+    assert sorted(route.route_key for route in TEMPLATE.routes if not route.authorized) == sorted(OPEN)
 
 
 @pytest.fixture(params=["token", "iam"])
