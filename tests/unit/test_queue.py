@@ -230,6 +230,28 @@ def test_an_admission_that_finds_no_provider_with_room_goes_back_to_the_queue() 
     assert scheduler.store.counters(["provider#local-docker"]) == {"provider#local-docker": 0}
 
 
+def test_a_lease_whose_admission_keeps_failing_is_tried_again_only_after_a_growing_backoff() -> None:
+    scheduler = Scheduler(cap=None)  # a provider without a cap: only asking it tells that it cannot serve
+    scheduler.provider.full = True
+    waiting = scheduler.queued()
+    tried: list[int] = []
+    provision = scheduler.provider.provision
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        tried.append(round((scheduler.clock.now - NOW).total_seconds()))
+        return provision(*args, **kwargs)
+
+    scheduler.provider.provision = counted  # type: ignore[method-assign]
+    for _ in range(60):  # a pass each second, as make run's sweep
+        serve_queue(scheduler.ctx)
+        scheduler.clock.advance(1)
+
+    assert tried == [0, 2, 6, 14, 30]
+    lease = scheduler.store.get(waiting.lease_id)
+    assert (lease.status, lease.created_at, lease.admitted_at) == ("queued", waiting.created_at, None)
+    assert lease.queue_reason is not None and lease.queue_reason.startswith("attempt 5 failed, no provider had room")
+
+
 def test_admitters_running_at_once_never_pass_the_cap_nor_admit_a_lease_twice() -> None:
     scheduler = Scheduler(cap=3)
     holders = [scheduler.active(owner_id=f"h{n}") for n in range(3)]

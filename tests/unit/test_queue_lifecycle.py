@@ -12,6 +12,7 @@ from scheduler.store import conditions
 from scheduler.store.conditions import Inputs
 from scheduler.store.items import Item, number_attr, string_attr
 from scheduler.store.memory.rules import applied, holds
+from scheduler.store.queue_model import retry_backoff
 from scheduler.store.queue_records import QUEUE_ATTRIBUTES, NoticeRecord, QueueEntry
 
 NOW = 1_796_011_200
@@ -118,6 +119,48 @@ def test_a_requeued_lease_keeps_the_time_it_first_joined_the_queue() -> None:
     requeued = applied(lifecycle.REQUEUE, Inputs(now=NOW, queue=ENTRY), pending)
     assert requeued["queued_epoch"] == number_attr(NOW - 500) and requeued["status"] == string_attr("queued")
     assert not holds(lifecycle.REQUEUE, Inputs(now=NOW + 60, queue=ENTRY), pending)
+
+
+RETRYING = ENTRY._replace(created=NOW - 500, failures=3, retry_at=NOW + 8)
+
+
+def test_a_requeue_puts_back_when_the_lease_was_made_and_forgets_its_admission() -> None:
+    assert Write.UNADMIT in lifecycle.REQUEUE.writes
+    rendered = conditions.render(lifecycle.REQUEUE, Inputs(now=NOW, queue=RETRYING))
+    assert "created_epoch = :created" in rendered.update and rendered.values[":created"] == number_attr(NOW - 500)
+    assert {"admitted_epoch", "admission_id"} <= set(rendered.update.split("REMOVE", 1)[1].replace(",", " ").split())
+    admitted: Item = {"status": string_attr("pending"), "queue_until": number_attr(NOW + 60)}
+    admitted |= {
+        "created_epoch": number_attr(NOW),
+        "admitted_epoch": number_attr(NOW),
+        "admission_id": string_attr("a"),
+    }
+    requeued = applied(lifecycle.REQUEUE, Inputs(now=NOW, queue=RETRYING), admitted)
+    assert requeued["created_epoch"] == number_attr(NOW - 500)
+    assert "admitted_epoch" not in requeued and "admission_id" not in requeued
+
+
+def test_a_requeue_records_when_the_lease_may_be_tried_again_and_how_often_it_failed() -> None:
+    assert Write.RETRY_LATER in lifecycle.REQUEUE.writes
+    rendered = conditions.render(lifecycle.REQUEUE, Inputs(now=NOW, queue=RETRYING))
+    assert "retry_epoch = :retry_at" in rendered.update and "failed_admissions = :failures" in rendered.update
+    assert (rendered.values[":retry_at"], rendered.values[":failures"]) == (number_attr(NOW + 8), number_attr(3))
+    pending: Item = {"status": string_attr("pending"), "queue_until": number_attr(NOW + 60)}
+    requeued = applied(lifecycle.REQUEUE, Inputs(now=NOW, queue=RETRYING), pending)
+    assert (requeued["retry_epoch"], requeued["failed_admissions"]) == (number_attr(NOW + 8), number_attr(3))
+
+
+def test_an_admission_leaves_the_retry_behind() -> None:
+    assert {"retry_epoch", "failed_admissions"} <= set(QUEUE_ATTRIBUTES)
+    queued: Item = {"status": string_attr("queued"), "expires_epoch": number_attr(NOW + 60)}
+    queued |= {"retry_epoch": number_attr(NOW), "failed_admissions": number_attr(2)}
+    admitted = applied(lifecycle.ADMIT, ADMITTING, queued)
+    assert "retry_epoch" not in admitted and "failed_admissions" not in admitted
+
+
+@pytest.mark.parametrize(("failures", "seconds"), [(0, 0), (1, 2), (2, 4), (3, 8), (5, 32), (6, 60), (40, 60)])
+def test_a_failed_admission_backs_off_doubling_up_to_a_minute(failures: int, seconds: int) -> None:
+    assert retry_backoff(failures) == seconds
 
 
 def test_a_cancelled_queued_lease_ends_released_for_its_owner_only() -> None:

@@ -189,6 +189,19 @@ def test_a_requeued_lease_gives_its_slots_back_and_keeps_its_place(limited_store
     assert item is not None and item.env == {"SCENE": "intro"}
 
 
+def test_a_requeue_after_a_failed_admission_shows_the_lease_as_made_and_when_it_is_tried_again(
+    store: LeaseStorePort,
+) -> None:
+    lease = queued(store)
+    store.queue.admit(admitted(lease))
+    assert store.queue.requeue(lease, SOON, (), WAIT._replace(reason="no provider had room: gpu", failures=3))
+    read = store.get(lease.lease_id)
+    assert (read.status, read.created_at, read.admitted_at, read.queued_at) == ("queued", NOW, None, NOW)
+    assert read.queue_reason == "attempt 3 failed, no provider had room: gpu; the next one in 8 s at the earliest"
+    item = store.queue.queued_lease(lease.lease_id)
+    assert item is not None and (item.failures, item.retry_epoch) == (3, epoch(SOON) + 8)
+
+
 def test_a_lease_is_not_requeued_past_its_queued_until(store: LeaseStorePort) -> None:
     lease = queued(store)
     store.queue.admit(admitted(lease))

@@ -14,7 +14,9 @@ so adding a status or a transition is an edit here, checked by tests that need n
 A `queued` lease waits for capacity (a cap, a quota, a budget, a provider with room): it holds no counter and
 no worker, and sits in the queue index (by priority, then age) and in the sweep index (due at queued_until).
 `admit` takes its slots in the same transaction as `record` takes a new lease's; a provisioning that found no
-capacity puts it back (`requeue`, giving the slots back) until its queued_until. `cancel` (a caller's DELETE)
+capacity puts it back (`requeue`, giving the slots back) until its queued_until, as it was before its admission
+(UNADMIT) and not to be tried again before a backoff (RETRY_LATER): a provider that cannot serve it now (a host
+without its GPU) is not asked on every admission pass. `cancel` (a caller's DELETE)
 and `expire_queued` (the sweep, at queued_until) end it without any worker ever made, so without a claim.
 `notice` marks a preemptible active lease for preemption at preempt_at (its renewals held before it); at
 preempt_at the sweep's `claim_preempted` ends it `preempted`, and the finish of that claim hands its provider
@@ -141,11 +143,21 @@ class Write(Enum):
         " expires_at and due_at at queued_until (the TTL past it by the retention), held_counters and"
         " starting_shard removed"
     )
-    LEAVE_QUEUE = "the queue index keys, queue_reason and queue_providers removed"
+    LEAVE_QUEUE = (
+        "the queue index keys, queue_reason, queue_wait and a requeue's retry_epoch and failed_admissions removed"
+    )
     ADMITTED = (
         "admitted_epoch and created_epoch = now (a lease bills, and its boot and pending deadlines count, from its"
         " admission), provider (whose slot it holds), starting_shard (the starting index), admission_id (this"
         " admission's own: a resent write that lost knows it had landed, and another admitter's is not taken for it)"
+    )
+    RETRY_LATER = (
+        "retry_epoch: no admission before it (now + a backoff doubling with each failed admission: 2 s, 4 s, 8 s …"
+        " up to 60 s) and failed_admissions (how many failed so far); both removed by LEAVE_QUEUE"
+    )
+    UNADMIT = (
+        "what ADMITTED changed that a queued lease does not show: created_epoch put back (when the lease was made),"
+        " admitted_epoch and admission_id removed"
     )
     NOTICE = "preempt_epoch, preempted_for (the preemptor's id) and preempt_priority; due_at moves to preempt_at"
 
@@ -279,7 +291,7 @@ REQUEUE = Transition(
     frozenset({_P}),
     _Q,
     guards=(Guard.QUEUE_OPEN,),
-    writes=(Write.ENTER_QUEUE, Write.GIVE_BACK_COUNTERS),
+    writes=(Write.ENTER_QUEUE, Write.UNADMIT, Write.RETRY_LATER, Write.GIVE_BACK_COUNTERS),
     verb="queued",
 )
 CANCEL = Transition(

@@ -25,6 +25,7 @@ def types(found: dict[str, object]) -> list[str]:
         ("a queued lease made", record("INSERT", None, image(status="queued")), ["lease.queued"]),
         ("a pending lease made", record("INSERT", None, image()), []),
         ("admitted from the queue", modify(image(status="queued"), image()), []),
+        ("queued when the acquire found no room", modify(image(), image(status="queued")), ["lease.queued"]),
         ("activated, its worker starting", modify(image(), active()), ["lease.active"]),
         ("activated, its worker ready at once", modify(image(), active(**READY)), ["lease.active", "lease.ready"]),
         ("its worker became ready", modify(active(), active(**READY)), ["lease.ready"]),
@@ -63,6 +64,12 @@ def types(found: dict[str, object]) -> list[str]:
 )
 def test_each_transition_gives_exactly_its_events(name: str, found: dict[str, object], expected: list[str]) -> None:
     assert types(found) == expected, name
+
+
+def test_a_lease_put_back_in_the_queue_after_a_failed_admission_is_no_new_event() -> None:
+    admitted = image(admitted_epoch=CREATED + 30, created_epoch=CREATED + 30, queued_epoch=CREATED)
+    requeued = image(status="queued", queued_epoch=CREATED, queue_reason="attempt 1 failed, no provider had room")
+    assert events_of(modify(admitted, requeued)) == []
 
 
 def test_a_renewal_and_a_warning_in_one_write_are_both_told() -> None:

@@ -4,7 +4,10 @@ transition, in order. Pure: no AWS call, no clock but the record's own time.
 Statuses are read by name from the images, not through `LeaseStatus`, so that a status this code does not know
 yet (`queued`, `preempted`, issue 26) maps by its name the day it is written, and an image of any age decodes:
 
-- a new lease `queued` → lease.queued; `pending` (provisioning) → nothing yet;
+- a new lease `queued` → lease.queued; `pending` (provisioning) → nothing yet; a pending lease put in the queue
+  when no provider had room → lease.queued, unless it was admitted from the queue (its old image has
+  `admitted_epoch`): then it is back where it was, its reason and retry written on the lease, and no event is
+  sent (a lease that keeps failing its admission would otherwise send one at each retry);
 - into `active` → lease.active, then lease.ready when its worker ran at once (one record, two events);
 - an active lease's worker `starting` → `ready` → lease.ready;
 - an active lease's `expires_epoch` moved (a renewal: later, or sooner with a shorter ttl) → lease.renewed;
@@ -37,6 +40,8 @@ ENDED = {
 }
 # The attribute the sweep writes when it warns of an expiry: the expires_epoch it warned of (lifecycle.WARN_EXPIRY).
 WARNED = "warned_expiry"
+# Written by an admission from the queue (lifecycle.ADMITTED): a pending lease that has it came from the queue.
+ADMITTED = "admitted_epoch"
 # Issue 26's preemption notice, by the names its item may use (epoch seconds).
 PREEMPT_AT = ("preempt_at", "preempt_epoch")
 
@@ -74,7 +79,8 @@ def transitions(event_name: str, old: Image, new: Image) -> list[EventType]:
     found: list[EventType] = []
     if after != before:
         if after == "queued":
-            found.append(EventType.QUEUED)
+            if before != "pending" or ADMITTED not in old:
+                found.append(EventType.QUEUED)
         elif after == "active":
             found.append(EventType.ACTIVE)
             if _text(new, "worker_state") == "ready":

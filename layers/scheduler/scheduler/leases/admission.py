@@ -9,7 +9,10 @@ transaction that takes the lease's slots exactly as an acquire's does (`LeaseSto
 the plan, decide, so however many passes run at once (stream, sweep) no cap, quota or budget is passed and no
 lease is admitted twice. The admitted leases are then provisioned concurrently, as an acquire provisions (the
 providers in policy order, activation, readiness); one that finds no provider with room goes back to the queue
-(its queued_until unchanged, its slots given back). Then the plan's preemption notices are given.
+(its queued_until unchanged, its slots given back) and is left out of the passes until a backoff has passed
+(2 s, doubling with each failed admission, up to 60 s): a provider without a cap that cannot serve it now would
+otherwise be asked, and the lease admitted and requeued (writes, a created_at moved), on every pass. Then the
+plan's preemption notices are given.
 """
 
 from __future__ import annotations
@@ -68,7 +71,11 @@ def serve_queue(ctx: Context) -> AdmissionReport:
     queued = list(ctx.store.queue.queued_leases())
     report.depth = len(queued)
     now = ctx.clock()
-    open_ = [item for item in queued if item.lease.queued_until is None or item.lease.queued_until > now]
+    open_ = [
+        item
+        for item in queued
+        if (item.lease.queued_until is None or item.lease.queued_until > now) and item.retry_epoch <= epoch(now)
+    ]
     if not open_:
         return report  # an empty queue costs one Query; one past its queued_until is the sweep's to end
     running = list(ctx.store.queue.running_leases())
@@ -163,8 +170,9 @@ def provision_admitted(ctx: Context, one: Admitted) -> AcquireOutcome:
     pending = one.recorded[0]
 
     def requeue(reason: str) -> bool:
-        wait = QueueWait(reason, one.queued.providers, True)
-        return ctx.store.queue.requeue(pending, ctx.clock(), one.slots.held, wait)
+        # As it was queued (made when it was, not admitted), with one more failed admission.
+        wait = QueueWait(reason, one.queued.providers, True, failures=one.queued.failures + 1)
+        return ctx.store.queue.requeue(one.queued.lease, ctx.clock(), one.slots.held, wait)
 
     try:
         return provision(ctx, one.request, one.slots, one.recorded, requeue)

@@ -94,6 +94,7 @@ def requeuer(ctx: Context, pending: Lease, request: LeaseRequest, candidates: li
     providers = tuple(provider.name for provider in candidates)
 
     def requeue(reason: str) -> bool:
+        # No backoff: the acquire's attempt is no failed admission; the queue's next pass tries it (and backs off).
         wait = QueueWait(reason, providers, True, dict(request.env))
         return ctx.store.queue.requeue(pending, ctx.clock(), slots.held, wait)
 

@@ -323,7 +323,9 @@ def _writes(builder: _Builder, transition: Transition, inputs: Inputs) -> tuple[
     return sets, removes
 
 
-_QUEUE_WRITES = frozenset({Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE})
+_QUEUE_WRITES = frozenset(
+    {Write.ENTER_QUEUE, Write.LEAVE_QUEUE, Write.ADMITTED, Write.NOTICE, Write.UNADMIT, Write.RETRY_LATER}
+)
 
 
 def _extend(builder: _Builder, inputs: Inputs) -> list[str]:

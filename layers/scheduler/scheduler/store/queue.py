@@ -106,8 +106,9 @@ class LeaseQueue(LeaseReads, UsageBook):
         return None if full is None else limits[full]
 
     def requeue(self, lease: Lease, now: datetime, held: tuple[str, ...], wait: QueueWait) -> bool:
-        """Put a `pending` lease (no worker made) back in the queue until its queued_until, giving back its slots in
-        the same transaction; False when it is no longer pending, or its queued_until has passed."""
+        """Put a `pending` lease (no worker made) back in the queue until its queued_until, as `lease` was made
+        (created_at), not to be admitted before a backoff, giving back its slots in the same transaction; False when
+        it is no longer pending, or its queued_until has passed."""
         from scheduler.store.queue_model import queue_entry
 
         entry = queue_entry(lease, wait, self._shard_of(lease.lease_id), self._retention, now)

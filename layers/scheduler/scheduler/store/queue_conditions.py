@@ -98,6 +98,14 @@ def queue_write(builder: Builder, write: Write, inputs: Inputs, sets: list[str],
         removes += ["held_counters", "starting_shard"]
     elif write is Write.LEAVE_QUEUE:
         removes += list(QUEUE_ATTRIBUTES)
+    elif write is Write.UNADMIT:
+        entry = _required(inputs.queue, "queue")
+        sets.append(f"created_epoch = {builder.value('created', number_attr(entry.created))}")
+        removes += ["admitted_epoch", "admission_id"]
+    elif write is Write.RETRY_LATER:
+        entry = _required(inputs.queue, "queue")
+        sets.append(f"retry_epoch = {builder.value('retry_at', number_attr(entry.retry_at))}")
+        sets.append(f"failed_admissions = {builder.value('failures', number_attr(entry.failures))}")
     elif write is Write.ADMITTED:
         now = builder.value("now", number_attr(inputs.now))
         sets.append(f"admitted_epoch = {now}")

@@ -25,11 +25,22 @@ from scheduler.store.queue_records import QUEUE_WAITS, QueueEntry
 
 QUEUE_INDEX = "queued-by-order"
 PRIORITY_SPAN = 10**10  # epoch seconds stay below it until the year 2286
+# A lease whose admission failed (no provider had room after all: an uncapped one that cannot serve it now) is not
+# tried again before a backoff, doubling with each failure: every pass would otherwise admit and requeue it again.
+RETRY_FIRST_SECONDS = 2
+RETRY_MAX_SECONDS = 60
 CANCELLED = "cancelled while queued: no worker was ever made for it"
 # What `running_leases` reads of each (a projection: the admission reads every live lease).
 RUNNING_PROJECTION = (
     "lease_id, owner_id, provider, priority, preemptible, created_epoch, expires_epoch, preempt_epoch, preempted_for"
 )
+
+
+def retry_backoff(failures: int) -> int:
+    """How long a lease waits before its next admission after `failures` failed ones: 2 s, 4 s, 8 s … 60 s."""
+    if failures <= 0:
+        return 0
+    return min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS << min(failures - 1, 6))
 
 
 def queue_order(priority: int, queued_epoch: int) -> int:
@@ -40,12 +51,14 @@ def queue_order(priority: int, queued_epoch: int) -> int:
 class QueueWait(NamedTuple):
     """Why a lease waits and for what: `reason` as a caller is told, `providers` the ones that could serve it (in
     policy order), `capacity` whether it waits for their room (else for its owner's quota or budget), and the
-    worker environment it is provisioned with once admitted (None: the one it was queued with)."""
+    worker environment it is provisioned with once admitted (None: the one it was queued with); `failures`: a
+    requeue's failed admissions so far, this one included (0: none, it is tried at the next pass)."""
 
     reason: str
     providers: tuple[str, ...]
     capacity: bool
     env: Mapping[str, str] | None = None
+    failures: int = 0
 
 
 class QueuedLease(NamedTuple):
@@ -56,6 +69,8 @@ class QueuedLease(NamedTuple):
     providers: tuple[str, ...]
     capacity: bool
     queued_epoch: int
+    failures: int = 0  # failed admissions so far (RETRY_LATER)
+    retry_epoch: int = 0  # no admission before it (0: none due)
 
 
 class Handover(NamedTuple):
@@ -72,13 +87,29 @@ class Handover(NamedTuple):
 
 
 def queue_entry(lease: Lease, wait: QueueWait, shard: str, retention_seconds: int, now: datetime) -> QueueEntry:
-    """Where `lease` sits in the queue (its queued_at kept from its first time there) and what it waits for."""
+    """Where `lease` sits in the queue (its queued_at kept from its first time there) and what it waits for; after a
+    failed admission (`wait.failures`), when it may be tried again, which its reason says."""
     if lease.queued_until is None:
         raise ValueError("a lease without queued_until cannot wait in the queue")
     until = epoch(lease.queued_until)
     order = queue_order(lease.priority, epoch(lease.queued_at or now))
     env = None if wait.env is None else json.dumps(dict(wait.env), separators=(",", ":"), sort_keys=True)
-    return QueueEntry(shard, order, until, until + retention_seconds, wait.reason, wait.providers, wait.capacity, env)
+    backoff, reason = retry_backoff(wait.failures), wait.reason
+    if wait.failures:
+        reason = f"attempt {wait.failures} failed, {reason}; the next one in {backoff} s at the earliest"
+    return QueueEntry(
+        shard,
+        order,
+        until,
+        until + retention_seconds,
+        reason,
+        wait.providers,
+        wait.capacity,
+        env,
+        created=epoch(lease.created_at),
+        failures=wait.failures,
+        retry_at=epoch(now) + backoff,
+    )
 
 
 def admit_inputs(lease: Lease, held: tuple[str, ...], shard: str) -> Inputs:
@@ -122,6 +153,8 @@ def queued_of(item: Item) -> QueuedLease:
         tuple(name for name in providers.split(",") if name),
         item.get("queue_wait", {}).get("S") == QUEUE_WAITS[True],
         int(item.get("queued_epoch", item["created_epoch"])["N"]),
+        int(item.get("failed_admissions", {}).get("N", 0)),
+        int(item.get("retry_epoch", {}).get("N", 0)),
     )
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says.
-QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_wait")
+# What LEAVE_QUEUE removes: the queue index's keys and what only a waiting lease says (RETRY_LATER's included: an
+# admission reads the count with the queued lease and hands it to its requeue).
+QUEUE_ATTRIBUTES = ("queue_shard", "queue_order", "queue_reason", "queue_wait", "retry_epoch", "failed_admissions")
 # What a queued lease waits for (`queue_wait`): a provider's room (a lease of lower priority yields to it), or its
 # owner's own quota or budget.
 QUEUE_WAITS = {True: "capacity", False: "owner"}
@@ -25,6 +26,9 @@ class QueueEntry(NamedTuple):
     providers: tuple[str, ...]  # the providers that could serve it, in policy order: the capacity it waits for
     capacity: bool  # it waits for a provider's room (else for its owner's quota or budget)
     env: str | None = None  # the worker environment (JSON) it is provisioned with once admitted
+    created: int = 0  # UNADMIT: when the lease was made (epoch seconds), put back by a requeue
+    failures: int = 0  # RETRY_LATER: the failed admissions so far, this one included
+    retry_at: int = 0  # RETRY_LATER: no admission before it (epoch seconds)
 
 
 class NoticeRecord(NamedTuple):

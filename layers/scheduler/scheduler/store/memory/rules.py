@@ -154,6 +154,14 @@ def _queue_write(write: Write, inputs: Inputs, item: Item, new: Item) -> None:
     elif write is Write.LEAVE_QUEUE:
         for name in QUEUE_ATTRIBUTES:
             new.pop(name, None)
+    elif write is Write.UNADMIT:
+        new["created_epoch"] = number_attr(_required(inputs.queue, "queue").created)
+        new.pop("admitted_epoch", None)
+        new.pop("admission_id", None)
+    elif write is Write.RETRY_LATER:
+        entry = _required(inputs.queue, "queue")
+        new["retry_epoch"] = number_attr(entry.retry_at)
+        new["failed_admissions"] = number_attr(entry.failures)
     elif write is Write.ADMITTED:
         new["admitted_epoch"] = number_attr(inputs.now)
         new["created_epoch"] = number_attr(inputs.now)
