@@ -21,6 +21,7 @@ with the lease (`purge`, when DynamoDB's TTL removes the ended lease at the end 
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -52,7 +53,7 @@ def record_order(sequence_number: str) -> int:
     return int(sequence_number) if sequence_number.isdigit() else 0
 
 
-class HistoryBook:
+class HistoryBook(ABC):
     """The numbering, on whatever keeps the items (`_newest`, `_put`)."""
 
     def __init__(self, retention_seconds: int) -> None:
@@ -119,13 +120,13 @@ class HistoryBook:
             "ttl": number_attr(epoch(now) + self._retention + BACKSTOP_SECONDS),
         }
 
+    @abstractmethod
     def _newest(self, lease_id: str) -> Iterator[Item]:
         """The lease's event items, newest first (at least `sequence`, `event_id`, `record`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _put(self, item: Item, event_id: str) -> bool:
         """Write `item` if its number is free or holds this event already; False when another event holds it."""
-        raise NotImplementedError
 
 
 class HistoryStore(HistoryBook, TableClient):
