@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,17 +31,24 @@ def scheduled_event(rule_name: str) -> dict[str, Any]:
 
 
 class Schedule:
-    """Invokes one function every `interval_seconds` until stopped."""
+    """Invokes one function every `interval_seconds` until stopped, start to start, as a rate rule does.
+
+    A run's own length does not push the next one back (a sweep that spends two seconds warning must not release
+    due leases two seconds later). A run that outlasts its interval is followed at once by the next: EventBridge
+    would start that one alongside it, but `make run`'s runs of one schedule never overlap.
+    """
 
     def __init__(self, lambdas: LocalLambda, function: str, interval_seconds: float) -> None:
         self._lambdas = lambdas
         self.function = function
         self.interval_seconds = interval_seconds
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, clock: Callable[[], float] = time.monotonic) -> None:
         """Fire on every interval (the first one interval after start, as a rate rule does)."""
-        while not stop.wait(self.interval_seconds):
+        next_run = clock() + self.interval_seconds
+        while not stop.wait(max(0.0, next_run - clock())):
             try:
                 self._lambdas.invoke(self.function, scheduled_event(f"{self.function}-schedule"))
             except FunctionError as error:
                 log.error("scheduled invocation of %s failed: %s", self.function, error)
+            next_run = max(next_run + self.interval_seconds, clock())

@@ -4,6 +4,10 @@ moto stores the TTL setting but never deletes anything. Here a background pass d
 items (optionally after a lag, since AWS's own deletion lags) with a condition that the TTL is still
 past — as AWS does, so a renewal that lands first keeps the item — and remembers which deletions it
 made so the stream can mark them with the TTL service's `userIdentity`.
+
+A stream has as many readers as the template maps to it (the leases table's: the TTL handler and the lifecycle
+events), and AWS gives each of them the same record, identity included. So marking a record does not use the
+deletion up: it is remembered for MARK_RETENTION_SECONDS, as long as a reader can reasonably lag.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import time
 from typing import Any
 
 TTL_PRINCIPAL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+MARK_RETENTION_SECONDS = 3600.0
 
 
 class TtlEmulator:
@@ -26,12 +31,13 @@ class TtlEmulator:
         self._key = key_name
         self._attribute = ttl_attribute
         self._lag = lag_seconds
-        self._deleted: set[str] = set()
+        self._deleted: dict[str, float] = {}  # key → when this emulator deleted it (monotonic)
         self._lock = threading.Lock()
 
     def run_once(self, now: float | None = None) -> int:
         """One pass of the TTL process; returns how many items it deleted."""
         cutoff = int((now or time.time()) - self._lag)
+        self._forget_old_deletions()
         pages = self._client.get_paginator("scan").paginate(
             TableName=self._table,
             FilterExpression="#ttl < :cutoff",
@@ -45,7 +51,7 @@ class TtlEmulator:
                 key_value = item[self._key]["S"]
                 with self._lock:
                     # Recorded before the delete, so the stream reader can never see the record first.
-                    self._deleted.add(key_value)
+                    self._deleted[key_value] = time.monotonic()
                 try:
                     self._client.delete_item(
                         TableName=self._table,
@@ -57,7 +63,7 @@ class TtlEmulator:
                     deleted += 1
                 except self._client.exceptions.ConditionalCheckFailedException:
                     with self._lock:
-                        self._deleted.discard(key_value)
+                        self._deleted.pop(key_value, None)
         return deleted
 
     def mark_if_ttl_deletion(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -68,5 +74,10 @@ class TtlEmulator:
         with self._lock:
             if key_value not in self._deleted:
                 return record
-            self._deleted.discard(key_value)
         return {**record, "userIdentity": dict(TTL_PRINCIPAL)}
+
+    def _forget_old_deletions(self) -> None:
+        oldest = time.monotonic() - MARK_RETENTION_SECONDS
+        with self._lock:
+            for key_value in [key for key, deleted_at in self._deleted.items() if deleted_at < oldest]:
+                del self._deleted[key_value]

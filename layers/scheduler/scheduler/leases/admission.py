@@ -17,13 +17,13 @@ plan's preemption notices are given.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from scheduler import fairness, policy
 from scheduler.clock import expiry_after
+from scheduler.leases.concurrently import map_bounded
 from scheduler.leases.outcomes import Acquired, AcquireOutcome, NotAcquired
 from scheduler.leases.provisioning import Slots, provision
 from scheduler.leases.queue_view import waiting
@@ -94,9 +94,7 @@ def serve_queue(ctx: Context) -> AdmissionReport:
         if found is not None:
             admitted.append(found)
     if admitted:
-        workers = max(1, min(settings.sweep_concurrency, len(admitted)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="admit") as pool:
-            outcomes = list(pool.map(lambda one: provision_admitted(ctx, one), admitted))
+        outcomes = map_bounded(lambda one: provision_admitted(ctx, one), admitted, settings.sweep_concurrency, "admit")
         for one, outcome in zip(admitted, outcomes, strict=True):
             _record(report, one, outcome)
     for notice in plan.notices:

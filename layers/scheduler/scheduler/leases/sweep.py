@@ -27,12 +27,12 @@ not reach is still due, unclaimed, and `SweepReport.more` says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from scheduler.leases.admission import AdmissionReport, serve_queue
+from scheduler.leases.concurrently import map_bounded
 from scheduler.leases.expiry_warnings import warn_expiring
 from scheduler.leases.liveness import StoppedReport, fail_stopped_workers
 from scheduler.leases.outcomes import AcquireOutcome
@@ -173,15 +173,7 @@ def sweep(ctx: Context) -> SweepReport:
     if not due:
         return report
 
-    def one(lease: Lease) -> _Outcome:
-        return _sweep_one(ctx, lease, now)
-
-    workers = max(1, min(ctx.settings.sweep_concurrency, len(due)))
-    if workers == 1:
-        outcomes = [one(lease) for lease in due]
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
-            outcomes = list(pool.map(one, due))
+    outcomes = map_bounded(lambda lease: _sweep_one(ctx, lease, now), due, ctx.settings.sweep_concurrency, "sweep")
     for outcome in outcomes:
         _record(ctx, report, outcome)
     report.more = report.more or report.unreached > 0
