@@ -14,8 +14,7 @@ from scheduler.runtime import Runtime, request_deadline
 
 logger = Logger()
 # The acquire path always calls a provider: its SDK is imported at init, not on the first request.
-runtime = Runtime.from_environment().warm("store", "providers", "limits", "idempotency")
-runtime.providers.warm()
+runtime = Runtime.from_environment().warm("store", "providers", "limits", "idempotency", drivers=True)
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)

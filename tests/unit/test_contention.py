@@ -242,6 +242,8 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
                 granted.append(lease.lease_id)
         except NoCapacity:
             outcome = "no_capacity"
+        except StoreUnavailable:
+            outcome = "too_contended"  # 503 with Retry-After: the caller tries again; nothing was taken
         except Exception as error:
             outcome = f"{type(error).__name__}: {error}"
         with lock:
@@ -253,7 +255,10 @@ def test_two_hundred_concurrent_acquires_against_a_cap_of_ten_grant_exactly_ten(
     for thread in threads:
         thread.join()
 
-    assert outcomes == {"granted": 10, "no_capacity": 190}, outcomes
+    # Exactly the cap granted; every other acquire refused, as full or (its retry budget spent on the one counter
+    # all 200 write, how many depends on this machine's speed) as too contended to try now.
+    assert outcomes["granted"] == 10, outcomes
+    assert set(outcomes) <= {"granted", "no_capacity", "too_contended"}, outcomes
     assert (len(provider.workers), store.counter_values()) == (10, {"provider#local-docker": 10})
     assert sorted(lease.lease_id for lease in store.live_leases()) == sorted(granted)
     assert sum(contended_dynamodb.front.injected.by_code.values()) > 0  # faults did happen

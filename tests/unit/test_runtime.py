@@ -3,6 +3,7 @@ context it hands every use case for one invocation."""
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any
 
@@ -56,6 +57,31 @@ def test_a_part_not_given_is_built_from_the_settings() -> None:
 def test_warming_a_part_the_runtime_does_not_have_is_refused() -> None:
     with pytest.raises(TypeError, match="unknown runtime part 'stores'"):
         Runtime(Settings()).warm("stores")  # type: ignore[arg-type]
+
+
+def test_warming_freezes_what_init_made_and_leaves_the_collector_running() -> None:
+    frozen_before = gc.get_freeze_count()
+
+    Runtime(Settings(max_leases_per_owner=3)).warm("limits")
+
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > frozen_before
+
+
+def test_a_refused_warm_leaves_the_collector_running() -> None:
+    with pytest.raises(TypeError):
+        Runtime(Settings()).warm("limits", "stores")  # type: ignore[arg-type]
+
+    assert gc.isenabled()
+
+
+def test_warming_leaves_a_collector_the_caller_paused_paused() -> None:
+    gc.disable()
+    try:
+        Runtime(Settings()).warm("limits")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_idempotency_on_a_store_without_a_dynamodb_client_asks_for_its_own() -> None:
