@@ -32,13 +32,6 @@ def client_of(server: EmbeddedDynamoDB, *, retries: int = 1) -> Any:
     )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedDynamoDB]:
-    running = EmbeddedDynamoDB.start()
-    yield running
-    running.stop()
-
-
 @pytest.fixture
 def table(server: EmbeddedDynamoDB) -> str:
     return make_table(server.client(), "moto", "front", "LeaseCountersTable")

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from devstack.dynamodb import EmbeddedDynamoDB
 from devstack.dynamodb_snapshot import TableSnapshots
 from tests.support.tables import make_table
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedDynamoDB]:
-    running = EmbeddedDynamoDB.start()
-    yield running
-    running.stop()
 
 
 def lease_item(index: int) -> dict[str, dict[str, str]]:

@@ -7,7 +7,6 @@ REMOVE record with the TTL service's identity, whichever reads first.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,6 @@ from devstack.ttl import TTL_PRINCIPAL, TtlEmulator
 from tests.support.tables import make_table
 
 LEASE_ID = "00000000-0000-4000-8000-000000000001"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[EmbeddedDynamoDB]:
-    running = EmbeddedDynamoDB.start()
-    yield running
-    running.stop()
 
 
 @pytest.fixture
