@@ -1,8 +1,10 @@
 """A burst of expiries on a slow engine, end to end with `make run`'s stack: the sweep keeps up.
 
 40 leases expire together on a Docker engine whose DELETE takes 0.5 s (a TLS proxy in front of the
-test engine adds the delay). Released one after another that is over 20 s; released concurrently, all
-are gone within one sweep interval and a few seconds of the last expiry.
+test engine adds the delay). Released one after another that is over 20 s; the sweep releases them
+side by side (the proxy counts the DELETEs in flight at once), so all are gone well before that. How
+soon on a quiet machine (6.5 s after the last expiry with a 5-s sweep) is bench/sweep_burst.py's to
+measure: on a loaded 2-vCPU machine the same run took 9.7 to 12.9 s.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from tests.support.waiting import wait_for
 LEASES = 40
 DELETE_SECONDS = 0.5
 SWEEP_INTERVAL_SECONDS = 5.0
-SLACK_SECONDS = 6.0
+ONE_BY_ONE_SECONDS = LEASES * DELETE_SECONDS
+SIDE_BY_SIDE = 4  # DELETEs in flight at once, at least (SWEEP_CONCURRENCY is 32)
 LEASE_LABEL = "openalice.scheduler/lease-id"
 
 
@@ -51,7 +54,7 @@ def _epoch(text: str) -> float:
 
 
 @pytest.mark.slow
-def test_forty_leases_expiring_together_on_a_slow_engine_are_all_gone_within_an_interval_and_six_seconds(
+def test_forty_leases_expiring_together_on_a_slow_engine_are_released_side_by_side_and_gone_before_one_by_one_would(
     burst_stack: RunningStack, slow_engine: Engine29Proxy, docker_client: Any
 ) -> None:
     with ThreadPoolExecutor(8) as pool:
@@ -84,8 +87,10 @@ def test_forty_leases_expiring_together_on_a_slow_engine_are_all_gone_within_an_
     spread = last_expiry - min(expiries)
     print(f"\n{LEASES} leases expiring within {spread:.1f} s, DELETE {DELETE_SECONDS} s, sweep every")
     print(f"{SWEEP_INTERVAL_SECONDS:g} s: all gone {gone_after:.1f} s after the last expiry")
+    print(f"DELETEs in flight at once, at most: {slow_engine.most_in_flight.get('DELETE', 0)}")
     assert deletes >= LEASES
-    assert gone_after <= SWEEP_INTERVAL_SECONDS + SLACK_SECONDS
+    assert slow_engine.most_in_flight["DELETE"] >= SIDE_BY_SIDE
+    assert gone_after < SWEEP_INTERVAL_SECONDS + ONE_BY_ONE_SECONDS / 2
     statuses = {burst_stack.request("GET", f"/v1/lease/{lease_id}").json()["lease"]["status"] for lease_id in ids}
     assert statuses == {"expired"}
 

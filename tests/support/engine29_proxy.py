@@ -49,6 +49,9 @@ class Engine29Proxy:
     mute: bool = False
     delays: dict[str, float] = field(default_factory=dict)  # HTTP method → seconds added before forwarding
     requests_seen: list[str] = field(default_factory=list)
+    most_in_flight: dict[str, int] = field(default_factory=dict)  # HTTP method → most requests of it at once
+    _in_flight: dict[str, int] = field(default_factory=dict)
+    _counting: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
     _release: threading.Event = field(default_factory=threading.Event)
@@ -125,6 +128,19 @@ class _Engine29Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self) -> None:
+        owner = self.owner
+        with owner._counting:
+            owner._in_flight[self.command] = owner._in_flight.get(self.command, 0) + 1
+            owner.most_in_flight[self.command] = max(
+                owner.most_in_flight.get(self.command, 0), owner._in_flight[self.command]
+            )
+        try:
+            self._answer()
+        finally:
+            with owner._counting:
+                owner._in_flight[self.command] -= 1
+
+    def _answer(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.owner.requests_seen.append(f"{self.command} {self.path}")
         if self.owner.mute:
