@@ -16,7 +16,7 @@ import pytest
 from openalice_scheduler_client import Lease, NotFound, SchedulerClient
 
 from tests.client.test_cli import cli_env
-from tests.support.stack import RunningStack, start_stack
+from tests.support.stack import RunningStack, queue_stack_env, start_stack
 from tests.support.waiting import wait_for
 
 CAP = 2
@@ -29,13 +29,7 @@ def queue_stack(docker_host: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     running = start_stack(
         tmp_path_factory.mktemp("queue-client"),
         docker_env=docker_host.env(),
-        extra_env={
-            "LOCAL_DOCKER_MAX_LEASES": str(CAP),
-            "SWEEP_INTERVAL_SECONDS": "1",
-            "RECONCILE_INTERVAL_SECONDS": "3600",
-            "MIN_RUNTIME_SECONDS": str(MIN_RUNTIME_SECONDS),
-            "PREEMPTION_NOTICE_SECONDS": str(NOTICE_SECONDS),
-        },
+        extra_env=queue_stack_env(CAP, NOTICE_SECONDS, MIN_RUNTIME_SECONDS),
     )
     yield running
     running.stop()

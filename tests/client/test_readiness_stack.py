@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from openalice_scheduler_client import BootFailed, SchedulerClient
 
-from devstack.worker_image import _busybox_rootfs
 from tests.client.test_cli import cli_env
 from tests.fakes.runpod import FakeRunPod, start_fake_runpod
+from tests.support.booting_image import import_booting_image
 from tests.support.stack import RunningStack, start_stack
 from tests.support.waiting import wait_for
 
@@ -46,16 +46,7 @@ def readiness_stack(
     docker_host: Any, docker_client: Any, runpod_server: FakeRunPod, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningStack]:
     # anim workers come from an image with a HEALTHCHECK that passes about 2 s after start
-    repository, tag = HEALTHCHECK_IMAGE.rsplit(":", 1)
-    docker_client.api.import_image_from_data(
-        _busybox_rootfs(),
-        repository=repository,
-        tag=tag,
-        changes=[
-            'CMD ["/bin/sh", "-c", "sleep 2; echo up > /tmp/up; exec sleep 86400"]',
-            'HEALTHCHECK --interval=1s --timeout=1s --retries=30 CMD ["/bin/sh", "-c", "cat /tmp/up"]',
-        ],
-    )
+    import_booting_image(docker_client, HEALTHCHECK_IMAGE)
     running = start_stack(
         tmp_path_factory.mktemp("readiness"),
         docker_env=docker_host.env(),

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from devstack.worker_image import _busybox_rootfs
+from tests.support.booting_image import import_booting_image
 from tests.support.receiver import Receiver, receiving
 from tests.support.stack import RunningStack, start_stack
 from tests.support.waiting import wait_for
@@ -33,16 +33,7 @@ def events_stack(
 ) -> Iterator[RunningStack]:
     """The local stack sweeping every second, warning 5 s ahead, retrying deliveries 30 s; anim workers boot
     in about 2 s (their image's HEALTHCHECK), renderer workers are ready at once."""
-    repository, tag = BOOTING_IMAGE.rsplit(":", 1)
-    docker_client.api.import_image_from_data(
-        _busybox_rootfs(),
-        repository=repository,
-        tag=tag,
-        changes=[
-            'CMD ["/bin/sh", "-c", "sleep 2; echo up > /tmp/up; exec sleep 86400"]',
-            'HEALTHCHECK --interval=1s --timeout=1s --retries=30 CMD ["/bin/sh", "-c", "cat /tmp/up"]',
-        ],
-    )
+    import_booting_image(docker_client, BOOTING_IMAGE)
     running = start_stack(
         tmp_path_factory.mktemp("events"),
         docker_env=docker_host.env(),

@@ -129,3 +129,14 @@ def start_stack(
         time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"the local stack did not start in {timeout} s:\n{log_path.read_text()[-4000:]}")
+
+
+def queue_stack_env(cap: int, notice_seconds: int, min_runtime_seconds: int) -> dict[str, str]:
+    """A stack whose local-docker has `cap` slots, so that leases queue and preempt soon; a sweep every second."""
+    return {
+        "LOCAL_DOCKER_MAX_LEASES": str(cap),
+        "SWEEP_INTERVAL_SECONDS": "1",
+        "RECONCILE_INTERVAL_SECONDS": "3600",
+        "MIN_RUNTIME_SECONDS": str(min_runtime_seconds),
+        "PREEMPTION_NOTICE_SECONDS": str(notice_seconds),
+    }

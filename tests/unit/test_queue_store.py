@@ -11,6 +11,7 @@ import pytest
 
 from scheduler.errors import LeaseConflict, LeaseNotFound, LeaseQueued, NotLeaseOwner, Preempting
 from scheduler.leases.admission import serve_queue
+from scheduler.leases.context import Context
 from scheduler.lifecycle import LeaseStatus
 from scheduler.limits import LeaseLimits
 from scheduler.models import Lease, ListFilter
@@ -387,23 +388,29 @@ def test_a_preempted_leases_slot_is_not_handed_to_a_preemptor_that_no_longer_wai
     assert limited_store.counters([cap.counter]) == {cap.counter: 0}
 
 
-def test_admitters_running_at_once_admit_each_queued_lease_once(store: LeaseStorePort) -> None:
-    # No cap (dynalite has no transactions): the race is the admission's own condition, one conditional write.
-    provider = memory_provider()
-    ctx = context(store, registry_of(provider), clock=lambda: SOON)
-    waiting = [queued(store, at=n, owner_id=f"o{n}") for n in range(6)]
-    start = threading.Barrier(6)
+def _admit_from_admitters_at_once(ctx: Context, admitters: int) -> list[str]:
+    """The leases `admitters` admission passes started together admitted, all of them."""
+    start = threading.Barrier(admitters)
     admitted: list[str] = []
 
     def admitter() -> None:
         start.wait()
         admitted.extend(lease.lease_id for lease in serve_queue(ctx).admitted)
 
-    threads = [threading.Thread(target=admitter) for _ in range(6)]
+    threads = [threading.Thread(target=admitter) for _ in range(admitters)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return admitted
+
+
+def test_admitters_running_at_once_admit_each_queued_lease_once(store: LeaseStorePort) -> None:
+    # No cap (dynalite has no transactions): the race is the admission's own condition, one conditional write.
+    provider = memory_provider()
+    ctx = context(store, registry_of(provider), clock=lambda: SOON)
+    waiting = [queued(store, at=n, owner_id=f"o{n}") for n in range(6)]
+    admitted = _admit_from_admitters_at_once(ctx, 6)
 
     assert sorted(admitted) == sorted(lease.lease_id for lease in waiting)
     assert sorted(lease_id for lease_id, _ in provider.provisioned) == sorted(admitted)
@@ -417,18 +424,7 @@ def test_admitters_running_at_once_never_pass_a_cap_nor_admit_a_lease_twice(limi
         limited_store, registry_of(provider), limits=LeaseLimits(provider_caps={"local-docker": 3}), clock=lambda: SOON
     )
     waiting = [queued(limited_store, at=n, owner_id=f"o{n}") for n in range(6)]
-    start = threading.Barrier(6)
-    admitted: list[str] = []
-
-    def admitter() -> None:
-        start.wait()
-        admitted.extend(lease.lease_id for lease in serve_queue(ctx).admitted)
-
-    threads = [threading.Thread(target=admitter) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admitted = _admit_from_admitters_at_once(ctx, 6)
 
     assert len(admitted) == len(set(admitted)) == 3
     assert len(provider.provisioned) == 3 and len(provider.workers) == 3
